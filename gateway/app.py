@@ -1,0 +1,72 @@
+"""build_app(settings): the aiohttp application, its routes and its providers' lifetime."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+
+from aiohttp import web
+
+from gateway.encode.errors import render_error
+from gateway.errors import NotFound
+from gateway.handlers import chat_completions, messages, meta
+from gateway.handlers.exchange import Gateway, serve
+from gateway.settings import ProviderSettings, Settings
+from providers.anthropic import AnthropicProvider
+from providers.base import Provider
+from providers.mock import MockProvider
+from providers.openai import OpenAIProvider
+
+GATEWAY = web.AppKey("gateway", Gateway)
+
+
+def build_provider(name: str, config: ProviderSettings, env: Mapping[str, str]) -> Provider:
+    if config.kind == "mock":
+        return MockProvider(name)
+    cls = OpenAIProvider if config.kind == "openai" else AnthropicProvider
+    assert config.base_url is not None
+    return cls(
+        name,
+        config.base_url,
+        config.resolve_api_key(env),
+        timeout=config.timeout,
+        connect_timeout=config.connect_timeout,
+    )
+
+
+def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Application:
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    providers = {name: build_provider(name, cfg, env) for name, cfg in settings.providers.items()}
+    gateway = Gateway(settings, providers)
+    app[GATEWAY] = gateway
+
+    async def close_providers(app: web.Application) -> AsyncIterator[None]:
+        yield
+        for provider in providers.values():
+            await provider.close()
+
+    app.cleanup_ctx.append(close_providers)
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        return await serve(chat_completions.SPEC, gateway, request)
+
+    async def anthropic_messages(request: web.Request) -> web.StreamResponse:
+        return await serve(messages.SPEC, gateway, request)
+
+    async def models(request: web.Request) -> web.Response:
+        return meta.models_response(request, settings)
+
+    async def not_found(request: web.Request) -> web.Response:
+        fmt = "anthropic" if "anthropic-version" in request.headers else "openai"
+        err = NotFound(f"No endpoint {request.method} {request.path}")
+        status, body, headers = render_error(fmt, err, "")
+        return web.Response(status=status, body=body, headers=headers)
+
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/chat/completions", chat)
+    app.router.add_post("/v1/messages", anthropic_messages)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/healthz", meta.healthz)
+    app.router.add_get("/", meta.root)  # also answers HEAD /
+    app.router.add_route("*", "/{tail:.*}", not_found)
+    return app

@@ -1,0 +1,61 @@
+"""Anthropic client, non-streaming: the upstream's own body relayed, or one built from events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.context import ExchangeContext
+from gateway.encode.anthropic_stream import stop_details, usage_body
+from gateway.normalize.aggregate import AggregatedResponse
+from gateway.normalize.stop_reasons import to_anthropic
+from gateway.normalize.truncation import Verdict
+
+
+def relay_body(body: dict[str, Any], ctx: ExchangeContext, verdict: Verdict) -> dict[str, Any]:
+    """Same-format: the upstream body with every field kept; withheld tool_use blocks removed."""
+    if not verdict.deliver_tool_calls:
+        body["content"] = [b for b in body.get("content") or () if b.get("type") != "tool_use"]
+    body["stop_reason"] = to_anthropic(
+        verdict.stop_reason, verdict.delivered_tool_calls, body.get("stop_sequence")
+    )
+    body["gateway"] = ctx.extension(verdict)
+    return body
+
+
+def build_body(
+    resp: AggregatedResponse, ctx: ExchangeContext, verdict: Verdict, model: str
+) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if resp.thinking:
+        content.append(
+            {
+                "type": "thinking",
+                "thinking": resp.thinking,
+                "signature": resp.thinking_signature or "",
+            }
+        )
+    if resp.text or resp.refusal:
+        content.append({"type": "text", "text": resp.text + resp.refusal})
+    if verdict.delivered_tool_calls:
+        for call in resp.tool_calls:
+            arguments = call.parsed if isinstance(call.parsed, dict) else {}
+            content.append(
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
+            )
+    body: dict[str, Any] = {
+        "id": resp.id or "msg_" + ctx.request_id,
+        "type": "message",
+        "role": "assistant",
+        "model": resp.model or model,
+        "content": content,
+        "stop_reason": to_anthropic(
+            verdict.stop_reason, verdict.delivered_tool_calls, resp.stop_sequence
+        ),
+        "stop_sequence": resp.stop_sequence,
+        "usage": usage_body(resp.usage),
+        "gateway": ctx.extension(verdict),
+    }
+    details = stop_details(verdict)
+    if details:
+        body["stop_details"] = details
+    return body

@@ -1,0 +1,121 @@
+"""Anthropic client <- Anthropic-wire upstream, streaming: a passthrough with three exceptions.
+
+Frames go out as the upstream sent them until the first `tool_use` block starts; from there the
+frames of blocks that start are held, and so is `message_delta`, until `message_stop` proves the
+stream complete. Then the held frames are released (or, for a cut response under `withhold`,
+released without the tool blocks and with the later blocks renumbered so the indexes stay
+contiguous), blocks the upstream left open are closed, and `message_delta` gains the `gateway`
+object. A broken stream ends with an `error` event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.context import ExchangeContext
+from gateway.encode import Parsed
+from gateway.encode.errors import stream_error_frame
+from gateway.events import Event, StreamError
+from gateway.formats.sse import SSEFrame, encode
+from gateway.normalize.stop_reasons import to_anthropic
+from gateway.normalize.truncation import Verdict
+
+BLOCK_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop"})
+
+
+class AnthropicRelay:
+    __slots__ = ("_ctx", "_held", "_held_blocks", "_open", "_over", "_tool_blocks")
+
+    def __init__(self, ctx: ExchangeContext) -> None:
+        self._ctx = ctx
+        self._held: list[tuple[str, dict[str, Any], bytes]] = []
+        self._held_blocks: set[int] = set()
+        self._tool_blocks: set[int] = set()
+        self._open: list[int] = []  # blocks started and not stopped, in order
+        self._over = False
+
+    def feed(self, frame: SSEFrame | None, obj: Parsed, events: list[Event]) -> bytes:
+        if self._over:
+            return b""
+        for event in events:
+            if isinstance(event, StreamError):
+                return self._broken(event)
+        if obj is None or frame is None:
+            return b""
+        kind = obj.get("type") or frame.event or ""
+        if kind in BLOCK_EVENTS:
+            return self._block(kind, obj, frame)
+        if kind == "message_delta":
+            self._held.append((kind, obj, frame.data))
+            return b""
+        if kind == "message_stop":
+            return self._complete(obj)
+        if self._held_blocks:
+            self._held.append((kind, obj, frame.data))
+            return b""
+        return encode(frame.data, kind)
+
+    def _block(self, kind: str, obj: dict[str, Any], frame: SSEFrame) -> bytes:
+        index = obj.get("index", -1)
+        if kind == "content_block_start":
+            self._open.append(index)
+            if (obj.get("content_block") or {}).get("type") == "tool_use":
+                self._tool_blocks.add(index)
+            if self._tool_blocks:
+                self._held_blocks.add(index)
+        elif kind == "content_block_stop" and index in self._open:
+            self._open.remove(index)
+        if index in self._held_blocks:
+            self._held.append((kind, obj, frame.data))
+            return b""
+        return encode(frame.data, kind)
+
+    def _complete(self, stop: dict[str, Any]) -> bytes:
+        self._over = True
+        verdict = self._ctx.verdict()
+        deltas = [obj for kind, obj, _ in self._held if kind == "message_delta"]
+        delta = deltas[-1] if deltas else {"type": "message_delta", "delta": {}, "usage": {}}
+        out = [self._release(verdict)]
+        self._finish_delta(delta, verdict)
+        out.append(encode(orjson.dumps(delta), "message_delta"))
+        out.append(encode(orjson.dumps(stop), "message_stop"))
+        return b"".join(out)
+
+    def _finish_delta(self, message_delta: dict[str, Any], verdict: Verdict) -> None:
+        delta = message_delta.setdefault("delta", {})
+        snapshot = self._ctx.aggregator.snapshot
+        delta["stop_reason"] = to_anthropic(
+            verdict.stop_reason, verdict.delivered_tool_calls, snapshot.stop_sequence
+        )
+        message_delta["gateway"] = self._ctx.extension(verdict)
+
+    def _release(self, verdict: Verdict) -> bytes:
+        """Held block frames (minus withheld tool blocks), then stops for blocks left open."""
+        dropped = set() if verdict.deliver_tool_calls else self._tool_blocks
+        out: list[bytes] = []
+        for kind, obj, data in self._held:
+            if kind == "message_delta":
+                continue
+            index = obj.get("index")
+            if index in dropped:
+                continue
+            if dropped and isinstance(index, int):
+                obj["index"] = index - sum(1 for t in dropped if t < index)
+                data = orjson.dumps(obj)
+            out.append(encode(data, kind))
+        for index in self._open:
+            if index not in dropped:
+                shift = sum(1 for t in dropped if t < index)
+                stop = {"type": "content_block_stop", "index": index - shift}
+                out.append(encode(orjson.dumps(stop), "content_block_stop"))
+        self._held = []
+        return b"".join(out)
+
+    def _broken(self, error: StreamError) -> bytes:
+        self._over = True
+        verdict = self._ctx.verdict()
+        self._open = []  # an error event ends the stream; no block needs closing after it
+        released = self._release(verdict)
+        return released + stream_error_frame("anthropic", error, self._ctx.extension(verdict))

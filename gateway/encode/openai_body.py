@@ -1,0 +1,75 @@
+"""OpenAI client, non-streaming: the upstream's own body relayed, or one built from events."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gateway.context import ExchangeContext
+from gateway.encode.openai_stream import usage_body
+from gateway.events import StopReason
+from gateway.normalize.aggregate import AggregatedResponse
+from gateway.normalize.stop_reasons import from_openai, to_openai
+from gateway.normalize.truncation import Verdict, judge
+
+
+def relay_body(body: dict[str, Any], ctx: ExchangeContext, verdict: Verdict) -> dict[str, Any]:
+    """Same-format: the upstream body with every field kept, choices normalized."""
+    for choice in body.get("choices") or ():
+        native = choice.get("finish_reason")
+        message = choice.get("message") or {}
+        choice_verdict = verdict
+        if choice.get("index", 0) != 0:
+            calls = [
+                (c.get("id") or "", (c.get("function") or {}).get("name") or "")
+                for c in message.get("tool_calls") or ()
+            ]
+            choice_verdict = judge(from_openai(native), native, None, calls, ctx.policy)
+        if not choice_verdict.deliver_tool_calls:
+            message.pop("tool_calls", None)
+            message.pop("function_call", None)
+        choice["finish_reason"] = to_openai(
+            choice_verdict.stop_reason, choice_verdict.delivered_tool_calls
+        )
+        choice["native_finish_reason"] = native
+    body["gateway"] = ctx.extension(verdict)
+    return body
+
+
+def build_body(
+    resp: AggregatedResponse, ctx: ExchangeContext, verdict: Verdict, model: str
+) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": resp.text or None,
+        "refusal": resp.refusal or None,
+    }
+    if resp.thinking:
+        message["reasoning_content"] = resp.thinking
+    if verdict.stop_reason is StopReason.REFUSAL and resp.stop_details:
+        message["refusal"] = resp.stop_details.get("explanation") or message["refusal"]
+    if verdict.delivered_tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments or "{}"},
+            }
+            for call in resp.tool_calls
+        ]
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": to_openai(verdict.stop_reason, verdict.delivered_tool_calls),
+        "native_finish_reason": verdict.native_stop_reason,
+    }
+    return {
+        "id": resp.id or "chatcmpl-" + ctx.request_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": resp.model or model,
+        "choices": [choice],
+        "usage": usage_body(resp.usage),
+        "gateway": ctx.extension(verdict),
+    }

@@ -1,0 +1,156 @@
+"""OpenAI client <- OpenAI-wire upstream, streaming: a passthrough with three exceptions.
+
+Chunks without tool calls or a finish_reason go out as the upstream sent them. Tool-call chunks
+are held per choice until that choice's finish_reason, then re-emitted with indexes made
+contiguous from 0 and id/name/type only on a call's first delta (the openai SDK's accumulator
+needs both), or withheld when the choice was cut. The finish chunk gains `native_finish_reason`
+and the `gateway` object. A broken stream ends with an error chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.context import ExchangeContext
+from gateway.encode import Parsed
+from gateway.encode.errors import stream_error_frame
+from gateway.events import Event, StopReason, StreamEnd, StreamError
+from gateway.formats.openai_chat import ToolSlots
+from gateway.formats.sse import SSEFrame, encode
+from gateway.normalize.stop_reasons import from_openai, to_openai
+from gateway.normalize.truncation import judge
+
+DONE_FRAME = b"data: [DONE]\n\n"
+BROKEN = frozenset({StopReason.ERROR, StopReason.ABORTED})
+
+
+class ChoiceState:
+    __slots__ = ("held", "tools")
+
+    def __init__(self) -> None:
+        self.held: list[dict[str, Any]] = []  # single-choice chunks holding tool deltas
+        self.tools = ToolSlots()
+
+
+class OpenAIRelay:
+    __slots__ = ("_choices", "_ctx", "_over")
+
+    def __init__(self, ctx: ExchangeContext) -> None:
+        self._ctx = ctx
+        self._choices: dict[int, ChoiceState] = {}
+        self._over = False
+
+    def feed(self, frame: SSEFrame | None, obj: Parsed, events: list[Event]) -> bytes:
+        if self._over:
+            return b""
+        for event in events:
+            if isinstance(event, StreamError):
+                return self._broken(event)
+        if obj is None:  # [DONE], or the upstream ended after every choice finished
+            if any(isinstance(e, StreamEnd) for e in events):
+                self._over = True
+                return DONE_FRAME
+            return b""
+        choices = obj.get("choices")
+        if not choices or not any(_needs_work(c) for c in choices):
+            return encode(frame.data) if frame else b""
+        out: list[bytes] = []
+        for choice in choices:
+            out.append(self._choice(obj, choice))
+        return b"".join(out)
+
+    def _choice(self, obj: dict[str, Any], choice: dict[str, Any]) -> bytes:
+        index = choice.get("index", 0)
+        state = self._choices.get(index)
+        if state is None:
+            state = self._choices[index] = ChoiceState()
+        delta = choice.get("delta") or {}
+        chunk = {**obj, "choices": [choice]}
+        if delta.get("tool_calls") or delta.get("function_call"):
+            choice["delta"] = _normalize_tool_deltas(delta, state)
+            state.held.append(chunk)
+        finish = choice.get("finish_reason")
+        if finish is None:
+            return b"" if state.held and state.held[-1] is chunk else encode(orjson.dumps(chunk))
+        if state.held and state.held[-1] is chunk:
+            state.held.pop()
+        return self._finish(chunk, choice, finish, state)
+
+    def _finish(
+        self, chunk: dict[str, Any], choice: dict[str, Any], finish: str, state: ChoiceState
+    ) -> bytes:
+        reason = from_openai(finish)
+        verdict = judge(reason, finish, None, state.tools.calls, self._ctx.policy)
+        ext = self._ctx.extension(verdict)
+        released = self._release(state, verdict.deliver_tool_calls)
+        if reason in BROKEN:
+            self._over = True
+            error = StreamError(
+                "aborted" if reason is StopReason.ABORTED else "upstream_error",
+                f"upstream stopped the generation (finish_reason: {finish})",
+            )
+            return released + stream_error_frame("openai", error, ext)
+        if not verdict.deliver_tool_calls:
+            _strip_tools(choice)
+        choice["finish_reason"] = to_openai(reason, verdict.delivered_tool_calls)
+        choice["native_finish_reason"] = finish
+        chunk["gateway"] = ext
+        return released + encode(orjson.dumps(chunk))
+
+    def _release(self, state: ChoiceState, deliver: bool) -> bytes:
+        held, state.held = state.held, []
+        out: list[bytes] = []
+        for chunk in held:
+            if not deliver and not _strip_tools(chunk["choices"][0]):
+                continue
+            out.append(encode(orjson.dumps(chunk)))
+        return b"".join(out)
+
+    def _broken(self, error: StreamError) -> bytes:
+        self._over = True
+        verdict = self._ctx.verdict()
+        released = b"".join(
+            self._release(state, verdict.deliver_tool_calls) for state in self._choices.values()
+        )
+        return released + stream_error_frame("openai", error, self._ctx.extension(verdict))
+
+
+def _needs_work(choice: dict[str, Any]) -> bool:
+    if choice.get("finish_reason") is not None:
+        return True
+    delta = choice.get("delta")
+    return bool(delta) and bool(delta.get("tool_calls") or delta.get("function_call"))
+
+
+def _normalize_tool_deltas(delta: dict[str, Any], state: ChoiceState) -> dict[str, Any]:
+    delta = dict(delta)
+    legacy = delta.pop("function_call", None)
+    calls = list(delta.get("tool_calls") or ())
+    if legacy:
+        calls.append({"index": "function_call", "function": legacy})
+    out = []
+    for position, call in enumerate(calls):
+        ordinal, new = state.tools.assign(position, call)
+        arguments = (call.get("function") or {}).get("arguments") or ""
+        if not isinstance(arguments, str):
+            arguments = orjson.dumps(arguments).decode()
+        if new:
+            call_id, name = state.tools.calls[ordinal]
+            fn = {"name": name, "arguments": arguments}
+            out.append({"index": ordinal, "id": call_id, "type": "function", "function": fn})
+        else:
+            out.append({"index": ordinal, "function": {"arguments": arguments}})
+    delta["tool_calls"] = out
+    return delta
+
+
+def _strip_tools(choice: dict[str, Any]) -> bool:
+    """Drop tool calls from a choice's delta; True when something else is left to send."""
+    delta = choice.get("delta")
+    if not delta:
+        return choice.get("finish_reason") is not None
+    delta = {k: v for k, v in delta.items() if k not in ("tool_calls", "function_call")}
+    choice["delta"] = delta
+    return any(v for k, v in delta.items() if k != "role")

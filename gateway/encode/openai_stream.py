@@ -1,0 +1,159 @@
+"""OpenAI client <- events (an upstream of another wire): Chat Completions chunks.
+
+Text, reasoning and refusal deltas stream live. Tool calls are held (the aggregator has them)
+until the upstream stream is over, then sent one chunk per call with its whole arguments, or
+withheld when the response was cut. The finish chunk carries the client's finish_reason,
+`native_finish_reason` and the `gateway` object; a usage chunk follows when the client asked for
+one; then `[DONE]`. A broken stream ends with an error chunk instead.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from gateway.context import ExchangeContext
+from gateway.encode import Parsed
+from gateway.encode.errors import stream_error_frame
+from gateway.events import (
+    Event,
+    MessageStart,
+    RefusalDelta,
+    StopReason,
+    StreamEnd,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    Usage,
+)
+from gateway.formats.sse import SSEFrame, encode
+from gateway.normalize.stop_reasons import to_openai
+
+DONE_FRAME = b"data: [DONE]\n\n"
+CHUNK_TAIL = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+
+
+def usage_body(usage: Usage) -> dict[str, Any]:
+    prompt = usage.input_tokens or 0
+    completion = usage.output_tokens or 0
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens or 0},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens or 0},
+    }
+
+
+class OpenAIChatWriter:
+    __slots__ = ("_created", "_ctx", "_head", "_id", "_model", "_over", "_started")
+
+    def __init__(self, ctx: ExchangeContext, model: str) -> None:
+        self._ctx = ctx
+        self._model = model
+        self._id = "chatcmpl-" + ctx.request_id
+        self._created = int(time.time())
+        self._head = b""
+        self._started = False
+        self._over = False
+
+    def feed(self, frame: SSEFrame | None, obj: Parsed, events: list[Event]) -> bytes:
+        if self._over:
+            return b""
+        out: list[bytes] = []
+        for event in events:
+            match event:
+                case TextDelta(text=text):
+                    out.append(self._delta(b'"content":', text))
+                case ThinkingDelta(text=text) if text:
+                    out.append(self._delta(b'"reasoning_content":', text))
+                case RefusalDelta(text=text):
+                    out.append(self._delta(b'"refusal":', text))
+                case MessageStart():
+                    out.append(self._start(event))
+                case StreamEnd():
+                    out.append(self._end())
+                case StreamError():
+                    out.append(self._broken(event))
+        return b"".join(out)
+
+    def _start(self, event: MessageStart) -> bytes:
+        if self._started:
+            return b""
+        self._started = True
+        if event.id:
+            self._id = event.id
+        self._model = event.model or self._model
+        self._head = (
+            b'data: {"id":'
+            + orjson.dumps(self._id)
+            + b',"object":"chat.completion.chunk","created":'
+            + str(self._created).encode()
+            + b',"model":'
+            + orjson.dumps(self._model)
+            + b',"choices":[{"index":0,"delta":{'
+        )
+        return self._head + b'"role":"assistant","content":""' + CHUNK_TAIL
+
+    def _delta(self, key: bytes, text: str) -> bytes:
+        prefix = b"" if self._started else self._start(MessageStart("", ""))
+        return prefix + self._head + key + orjson.dumps(text) + CHUNK_TAIL
+
+    def _chunk(self, choice: dict[str, Any] | None, **extra: Any) -> bytes:
+        body = {
+            "id": self._id,
+            "object": "chat.completion.chunk",
+            "created": self._created,
+            "model": self._model,
+            "choices": [choice] if choice is not None else [],
+            **extra,
+        }
+        return encode(orjson.dumps(body))
+
+    def _tool_chunks(self) -> bytes:
+        agg = self._ctx.aggregator
+        out = []
+        for call in agg.tool_calls:
+            arguments = agg.arguments(call.index) or "{}"
+            fn = {"name": call.name, "arguments": arguments}
+            delta = {
+                "tool_calls": [
+                    {"index": call.index, "id": call.id, "type": "function", "function": fn}
+                ]
+            }
+            out.append(
+                self._chunk({"index": 0, "delta": delta, "logprobs": None, "finish_reason": None})
+            )
+        return b"".join(out)
+
+    def _end(self) -> bytes:
+        self._over = True
+        verdict = self._ctx.verdict()
+        snapshot = self._ctx.aggregator.snapshot
+        prefix = b"" if self._started else self._start(MessageStart("", ""))
+        tools = self._tool_chunks() if verdict.delivered_tool_calls else b""
+        delta: dict[str, Any] = {}
+        if snapshot.stop_details and verdict.stop_reason is StopReason.REFUSAL:
+            explanation = snapshot.stop_details.get("explanation")
+            if explanation:
+                delta["refusal"] = explanation
+        finish = {
+            "index": 0,
+            "delta": delta,
+            "logprobs": None,
+            "finish_reason": to_openai(verdict.stop_reason, verdict.delivered_tool_calls),
+            "native_finish_reason": verdict.native_stop_reason,
+        }
+        out = [prefix, tools, self._chunk(finish, gateway=self._ctx.extension(verdict))]
+        if self._ctx.include_usage:
+            out.append(self._chunk(None, usage=usage_body(snapshot.usage)))
+        out.append(DONE_FRAME)
+        return b"".join(out)
+
+    def _broken(self, error: StreamError) -> bytes:
+        self._over = True
+        verdict = self._ctx.verdict()
+        tools = self._tool_chunks() if verdict.delivered_tool_calls else b""
+        return tools + stream_error_frame("openai", error, self._ctx.extension(verdict))

@@ -1,0 +1,99 @@
+"""Typed errors, mapped once at the boundary where they arise.
+
+GatewayError                      status, code; rendered per client format at the edge
+├── RequestError                  400: the client's request is wrong
+│   ├── InvalidJSON
+│   ├── InvalidRequest            not the endpoint's format, a bad field
+│   └── ModelNotFound             404: no route matches the model
+└── UpstreamError                 the upstream failed
+    ├── UpstreamStatusError       the upstream answered 4xx/5xx (status kept)
+    ├── UpstreamUnreachable       502: connection refused, DNS, reset before a response
+    ├── UpstreamTimeout           504: no answer in time
+    ├── UpstreamProtocolError     502: the upstream's answer is not its wire format
+    └── StreamBroken              the stream broke after the first byte reached the client
+"""
+
+from __future__ import annotations
+
+
+class GatewayError(Exception):
+    status: int = 500
+    code: str = "gateway_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class RequestError(GatewayError):
+    status = 400
+    code = "invalid_request"
+
+
+class InvalidJSON(RequestError):
+    code = "invalid_json"
+
+
+class InvalidRequest(RequestError):
+    code = "invalid_request"
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class NotFound(RequestError):
+    status = 404
+    code = "not_found"
+
+
+class ModelNotFound(NotFound):
+    code = "model_not_found"
+
+
+class UpstreamError(GatewayError):
+    status = 502
+    code = "upstream_error"
+
+
+class UpstreamStatusError(UpstreamError):
+    """The upstream answered with an error status; its type and message are kept."""
+
+    code = "upstream_status"
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        error_type: str | None = None,
+        error_code: str | None = None,
+        retry_after: str | None = None,
+        body: bytes | None = None,
+        source: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.error_code = error_code
+        self.retry_after = retry_after
+        self.body = body  # the upstream's own error JSON, relayed as is to a same-format client
+        self.source = source  # the wire format `body` is in
+
+
+class UpstreamUnreachable(UpstreamError):
+    status = 502
+    code = "upstream_unreachable"
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    code = "upstream_timeout"
+
+
+class UpstreamProtocolError(UpstreamError):
+    status = 502
+    code = "upstream_protocol_error"
+
+
+class StreamBroken(UpstreamError):
+    code = "stream_broken"

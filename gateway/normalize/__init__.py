@@ -1,0 +1,1 @@
+"""The normalized model: stop-reason tables, the aggregator, the truncation verdict."""

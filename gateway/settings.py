@@ -1,0 +1,250 @@
+"""Configuration: the TOML file read once into a frozen, typed `Settings` (DESIGN §5).
+
+    settings = load_settings("config/gateway.toml")   # None: $GATEWAY_CONFIG, else built-in
+    route = settings.resolve_route("claude-sonnet-4-5")
+    if route is not None:
+        provider = settings.providers[route.provider_name]
+        key = provider.resolve_api_key(os.environ)     # None: forward the client's credential
+
+Every problem is a `ConfigError` naming the file and the key path in dotted form
+(`providers.openai.kindd: unknown key`, `routes[1].provider: no provider named "foo" ...`).
+Route indexes are 0-based, as in `ResolvedRoute.route_index`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Annotated, Any, Final, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+DEFAULT_AUDIT_STORE: Final = "sqlite:///gateway-audit.db"
+DEFAULT_BASE_URLS: Final[Mapping[str, str]] = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+_GLOB_CHARS: Final = frozenset("*?[")
+_BARE_KEY: Final = re.compile(r"[A-Za-z0-9_-]+")
+
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+ProviderKind = Literal["openai", "anthropic", "mock"]
+
+
+class ConfigError(Exception):
+    """A configuration problem; `problems` holds (dotted key path or None, message) pairs."""
+
+    def __init__(self, source: str | None, problems: Sequence[tuple[str | None, str]]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        where = f"config error in {source}" if source else "config error"
+        lines = (f"{where}: {key}: {msg}" if key else f"{where}: {msg}" for key, msg in problems)
+        super().__init__("\n".join(lines))
+
+
+class _Frozen(BaseModel):
+    # strict: TOML values are already typed, so `port = "80"` or `port = true` is a mistake.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class ServerSettings(_Frozen):
+    host: NonEmptyStr = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8080
+
+
+class ProviderSettings(_Frozen):
+    kind: ProviderKind
+    base_url: str | None = None
+    api_key: Annotated[SecretStr, Field(min_length=1)] | None = None
+    api_key_env: NonEmptyStr | None = None
+    timeout: Seconds = 600.0
+    connect_timeout: Seconds = 10.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_base_url(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "base_url" not in data:
+            default = DEFAULT_BASE_URLS.get(data.get("kind"))
+            if default is not None:
+                return {**data, "base_url": default}
+        return data
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_base_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("must be an http:// or https:// URL")
+        # Providers append paths such as "/chat/completions".
+        return url.rstrip("/")
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> ProviderSettings:
+        if self.api_key is not None and self.api_key_env is not None:
+            raise ValueError("give api_key or api_key_env, not both")
+        return self
+
+    def resolve_api_key(self, env: Mapping[str, str]) -> str | None:
+        """The key to send upstream; None means forward the client's own credential."""
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        if self.api_key_env is not None:
+            return env.get(self.api_key_env) or None
+        return None
+
+
+class RouteSettings(_Frozen):
+    match: NonEmptyStr
+    provider: NonEmptyStr
+    upstream_model: NonEmptyStr | None = None
+
+
+class TruncationSettings(_Frozen):
+    tool_calls: Literal["withhold", "pass"] = "withhold"
+
+
+class AuditSettings(_Frozen):
+    store: NonEmptyStr = DEFAULT_AUDIT_STORE
+    log_content: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRoute:
+    route_index: int
+    route: RouteSettings
+    provider_name: str
+    upstream_model: str
+
+
+class Settings(_Frozen):
+    server: ServerSettings = ServerSettings()
+    providers: Mapping[str, ProviderSettings] = Field(default_factory=dict)
+    routes: Annotated[tuple[RouteSettings, ...], Field(strict=False)] = ()
+    truncation: TruncationSettings = TruncationSettings()
+    audit: AuditSettings = AuditSettings()
+
+    @model_validator(mode="after")
+    def _routes_name_providers(self) -> Settings:
+        # Raised as ConfigError, not ValueError: pydantic would report it without the route index.
+        configured = ", ".join(sorted(self.providers)) or "none"
+        problems: list[tuple[str | None, str]] = [
+            (f"routes[{i}].provider", f'no provider named "{name}" (configured: {configured})')
+            for i, name in enumerate(route.provider for route in self.routes)
+            if name not in self.providers
+        ]
+        if problems:
+            raise ConfigError(None, problems)
+        return self
+
+    def resolve_route(self, model: str) -> ResolvedRoute | None:
+        for index, route in enumerate(self.routes):
+            if fnmatchcase(model, route.match):
+                return ResolvedRoute(index, route, route.provider, route.upstream_model or model)
+        return None
+
+    def model_names(self) -> list[str]:
+        """Names for `GET /v1/models`: literal match patterns, and upstream names that route."""
+        names: dict[str, None] = {}
+        for route in self.routes:
+            if _GLOB_CHARS.isdisjoint(route.match):
+                names[route.match] = None
+            upstream = route.upstream_model
+            if upstream is not None and self.resolve_route(upstream) is not None:
+                names[upstream] = None
+        return list(names)
+
+
+def parse_settings(data: Mapping[str, Any], source: str | None = None) -> Settings:
+    """Validate already-parsed TOML data; every problem becomes a ConfigError naming `source`."""
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(source, [_problem(err) for err in exc.errors()]) from None
+    except ConfigError as exc:
+        raise ConfigError(source, exc.problems) from None
+
+
+def load_settings(
+    path: str | os.PathLike[str] | None, env: Mapping[str, str] = os.environ
+) -> Settings:
+    if path is None:
+        path = env.get("GATEWAY_CONFIG") or None
+        if path is None:
+            return default_settings(env)
+    source = os.fspath(path)
+    try:
+        with open(source, "rb") as file:
+            data = tomllib.load(file)
+    except FileNotFoundError:
+        raise ConfigError(source, [(None, "file not found")]) from None
+    except OSError as exc:
+        raise ConfigError(source, [(None, f"cannot read: {exc.strerror}")]) from None
+    except UnicodeDecodeError:
+        raise ConfigError(source, [(None, "not valid UTF-8")]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, [(None, f"invalid TOML: {exc}")]) from None
+    return parse_settings(data, source)
+
+
+def default_settings(env: Mapping[str, str] = os.environ) -> Settings:
+    """The offline mock, plus OpenAI / Anthropic when their key is in `env`."""
+    providers: dict[str, dict[str, str]] = {"mock": {"kind": "mock"}}
+    for name, var in (("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")):
+        if env.get(var):
+            providers[name] = {"kind": name, "api_key_env": var}
+    anthropic = "anthropic" if "anthropic" in providers else "mock"
+    openai = "openai" if "openai" in providers else "mock"
+    routes = [("mock*", "mock"), ("claude-*", anthropic)]
+    routes += [(glob, openai) for glob in ("gpt-*", "o1*", "o3*", "o4*", "chatgpt-*")]
+    data = {
+        "providers": providers,
+        "routes": [{"match": glob, "provider": name} for glob, name in routes],
+    }
+    return parse_settings(data, "<built-in default>")
+
+
+_MESSAGES: Final[Mapping[str, str]] = {
+    "extra_forbidden": "unknown key",
+    "missing": "required key missing",
+    "model_type": "must be a table",
+    "dict_type": "must be a table",
+    "tuple_type": "must be an array of tables",
+    "string_too_short": "must not be empty",
+    "too_short": "must not be empty",
+}
+
+
+def _problem(err: Mapping[str, Any]) -> tuple[str | None, str]:
+    # Never echo err["input"]: it may be an API key.
+    msg = _MESSAGES.get(err["type"])
+    if msg is None:
+        msg = err["msg"].removeprefix("Value error, ").replace("Input should be", "must be", 1)
+    return _key_path(err["loc"]) or None, msg
+
+
+def _key_path(loc: Sequence[int | str]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            key = part if _BARE_KEY.fullmatch(part) else json.dumps(part)
+            path += f".{key}" if path else key
+    return path

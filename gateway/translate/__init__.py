@@ -1,0 +1,1 @@
+"""Request translators, one module per (client format, upstream format) pair."""

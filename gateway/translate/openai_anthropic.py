@@ -1,0 +1,334 @@
+"""OpenAI Chat Completions request body -> Anthropic Messages request body.
+
+    >>> body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50}
+    >>> translate_request(body, "claude-x")["messages"]
+    [{'role': 'user', 'content': [{'type': 'text', 'text': 'hi'}]}]
+
+Only the fields read here reach the upstream; OpenAI-only fields (response_format, seed,
+logprobs, penalties, stream_options, store, metadata, reasoning_effort, service_tier, ...) are
+dropped. Tool-call ids are kept unchanged: Anthropic matches `tool_result.tool_use_id` exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gateway.errors import InvalidRequest
+
+Block = dict[str, Any]
+
+
+@dataclass
+class _Conversation:
+    system: list[str] = field(default_factory=list)
+    turns: list[tuple[str, list[Block]]] = field(default_factory=list)
+    # Legacy `function_call` has no id; the `role: "function"` result that follows refers to it.
+    legacy_call_id: str | None = None
+
+
+def translate_request(
+    body: dict[str, Any], upstream_model: str, *, default_max_tokens: int = 4096
+) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object")
+    n = body.get("n")
+    if isinstance(n, int) and n > 1:
+        raise InvalidRequest("n > 1 is not supported by Anthropic upstreams", "n")
+    conversation = _convert_messages(body.get("messages"))
+    out: dict[str, Any] = {
+        "model": upstream_model,
+        "max_tokens": _max_tokens(body, default_max_tokens),
+        "messages": _merge_turns(conversation.turns),
+    }
+    if conversation.system:
+        out["system"] = "\n\n".join(conversation.system)
+    for key in ("temperature", "top_p"):
+        if body.get(key) is not None:
+            out[key] = body[key]
+    stop = _stop_sequences(body.get("stop"))
+    if stop:
+        out["stop_sequences"] = stop
+    user = body.get("user")
+    if isinstance(user, str) and user:
+        out["metadata"] = {"user_id": user}
+    if "stream" in body:
+        out["stream"] = body["stream"] is True
+    out.update(_tools(body))
+    return out
+
+
+def _invalid(path: str, problem: str) -> InvalidRequest:
+    return InvalidRequest(f"{path}: {problem}", path)
+
+
+def _max_tokens(body: dict[str, Any], default: int) -> int:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise _invalid(key, "must be an integer")
+        return value
+    return default
+
+
+def _stop_sequences(stop: Any) -> list[str]:
+    if stop is None:
+        return []
+    if isinstance(stop, str):
+        return [stop] if stop else []
+    if isinstance(stop, list) and all(isinstance(s, str) for s in stop):
+        return [s for s in stop if s]
+    raise _invalid("stop", "must be a string or an array of strings")
+
+
+def _convert_messages(messages: Any) -> _Conversation:
+    if not isinstance(messages, list) or not messages:
+        raise _invalid("messages", "must be a non-empty array")
+    conversation = _Conversation()
+    for i, message in enumerate(messages):
+        path = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise _invalid("messages", "must be an object")
+        role = message.get("role")
+        handler = _MESSAGE_HANDLERS.get(role) if isinstance(role, str) else None
+        if handler is None:
+            raise _invalid(f"{path}.role", f"unsupported role {role!r}")
+        handler(message, path, conversation)
+    return conversation
+
+
+def _merge_turns(turns: list[tuple[str, list[Block]]]) -> list[dict[str, Any]]:
+    """Merge consecutive same-role turns so roles alternate; tool results lead their user turn."""
+    merged: list[dict[str, Any]] = []
+    for role, blocks in turns:
+        if not blocks:
+            continue
+        if merged and merged[-1]["role"] == role:
+            merged[-1]["content"].extend(blocks)
+        else:
+            merged.append({"role": role, "content": list(blocks)})
+    for message in merged:
+        if message["role"] == "user":
+            message["content"].sort(key=lambda block: block["type"] != "tool_result")
+    return merged
+
+
+def _system_message(message: Block, path: str, conversation: _Conversation) -> None:
+    text = "\n".join(_texts(message.get("content"), f"{path}.content"))
+    if text:
+        conversation.system.append(text)
+
+
+def _user_message(message: Block, path: str, conversation: _Conversation) -> None:
+    content, content_path = message.get("content"), f"{path}.content"
+    if isinstance(content, str):
+        blocks = _text_blocks([content])
+    elif isinstance(content, list):
+        blocks = [_user_part(part, f"{content_path}[{j}]") for j, part in enumerate(content)]
+    else:
+        raise _invalid(content_path, "must be a string or an array of content parts")
+    conversation.turns.append(("user", [b for b in blocks if b is not None]))
+
+
+def _assistant_message(message: Block, path: str, conversation: _Conversation) -> None:
+    content = _texts(message.get("content"), f"{path}.content", ("text", "refusal"))
+    blocks = _text_blocks(content)
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise _invalid(f"{path}.tool_calls", "must be an array")
+    blocks += [_tool_use(call, f"{path}.tool_calls[{k}]") for k, call in enumerate(calls)]
+    legacy = message.get("function_call")
+    if legacy is not None:
+        conversation.legacy_call_id = f"call_legacy_{len(conversation.turns)}"
+        blocks.append(_function_use(legacy, conversation.legacy_call_id, f"{path}.function_call"))
+    conversation.turns.append(("assistant", blocks))
+
+
+def _tool_message(message: Block, path: str, conversation: _Conversation) -> None:
+    call_id = message.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise _invalid(f"{path}.tool_call_id", "must be a non-empty string")
+    result = _tool_result(call_id, message.get("content"), f"{path}.content")
+    conversation.turns.append(("user", [result]))
+
+
+def _function_message(message: Block, path: str, conversation: _Conversation) -> None:
+    if conversation.legacy_call_id is None:
+        raise _invalid(path, "a function message must follow an assistant function_call")
+    result = _tool_result(conversation.legacy_call_id, message.get("content"), f"{path}.content")
+    conversation.turns.append(("user", [result]))
+    conversation.legacy_call_id = None
+
+
+_MESSAGE_HANDLERS: dict[str, Callable[[Block, str, _Conversation], None]] = {
+    "system": _system_message,
+    "developer": _system_message,
+    "user": _user_message,
+    "assistant": _assistant_message,
+    "tool": _tool_message,
+    "function": _function_message,
+}
+
+
+def _texts(content: Any, path: str, kinds: tuple[str, ...] = ("text",)) -> list[str]:
+    """The text of a string-or-parts content; parts of other kinds are refused, not dropped."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        raise _invalid(path, "must be a string or an array of parts")
+    texts = []
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in kinds:
+            raise _invalid(f"{path}[{j}].type", f"must be one of {', '.join(kinds)}")
+        texts.append(_string(part, kind, f"{path}[{j}]"))
+    return texts
+
+
+def _text_blocks(texts: list[str]) -> list[Block]:
+    return [{"type": "text", "text": text} for text in texts if text]
+
+
+def _string(obj: Block, key: str, path: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise _invalid(f"{path}.{key}", "must be a string")
+    return value
+
+
+def _object(obj: Block, key: str, path: str) -> Block:
+    value = obj.get(key)
+    if not isinstance(value, dict):
+        raise _invalid(f"{path}.{key}", "must be an object")
+    return value
+
+
+def _user_part(part: Any, path: str) -> Block | None:
+    kind = part.get("type") if isinstance(part, dict) else None
+    handler = _USER_PARTS.get(kind) if isinstance(kind, str) else None
+    if handler is None:
+        raise _invalid(f"{path}.type", f"content part type {kind!r} cannot be sent to Anthropic")
+    return handler(part, path)
+
+
+def _text_part(part: Block, path: str) -> Block | None:
+    text = _string(part, "text", path)
+    return {"type": "text", "text": text} if text else None
+
+
+def _image_part(part: Block, path: str) -> Block:
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else image
+    url_path = f"{path}.image_url.url"
+    if isinstance(url, str) and url.startswith("data:"):
+        media_type, data = _parse_data_url(url, url_path)
+        source = {"type": "base64", "media_type": media_type, "data": data}
+        return {"type": "image", "source": source}
+    if isinstance(url, str) and url.startswith(("http://", "https://")):
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    raise _invalid(url_path, "must be an http(s) URL or a base64 data URL")
+
+
+def _parse_data_url(url: str, path: str) -> tuple[str, str]:
+    header, comma, data = url.removeprefix("data:").partition(",")
+    media_type, _, encoding = header.partition(";")
+    if not comma or encoding != "base64" or not media_type or not data:
+        raise _invalid(path, "a data URL must look like data:<media type>;base64,<data>")
+    return media_type, data
+
+
+_USER_PARTS: dict[str, Callable[[Block, str], Block | None]] = {
+    "text": _text_part,
+    "image_url": _image_part,
+}
+
+
+def _tool_use(call: Any, path: str) -> Block:
+    if not isinstance(call, dict):
+        raise _invalid(path, "must be an object")
+    call_id = call.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        raise _invalid(f"{path}.id", "must be a non-empty string")
+    return _function_use(_object(call, "function", path), call_id, f"{path}.function")
+
+
+def _function_use(function: Any, call_id: str, path: str) -> Block:
+    if not isinstance(function, dict):
+        raise _invalid(path, "must be an object")
+    name = _string(function, "name", path)
+    arguments = _parse_arguments(function.get("arguments"), f"{path}.arguments")
+    return {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
+
+
+def _parse_arguments(arguments: Any, path: str) -> dict[str, Any]:
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return {}
+    if not isinstance(arguments, str):
+        raise _invalid(path, "must be a JSON string")
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        # `from None`: the parser's message quotes the argument text, which must not reach logs.
+        raise _invalid(path, "is not valid JSON") from None
+    if not isinstance(parsed, dict):
+        raise _invalid(path, "must encode a JSON object")
+    return parsed
+
+
+def _tool_result(call_id: str, content: Any, path: str) -> Block:
+    block: Block = {"type": "tool_result", "tool_use_id": call_id}
+    if isinstance(content, str):
+        if content:
+            block["content"] = content
+    elif texts := _text_blocks(_texts(content, path)):
+        block["content"] = texts
+    return block
+
+
+def _tools(body: dict[str, Any]) -> dict[str, Any]:
+    raw = body.get("tools") or []
+    if not isinstance(raw, list):
+        raise _invalid("tools", "must be an array")
+    if not raw:
+        return {}
+    out: dict[str, Any] = {"tools": [_tool(tool, f"tools[{i}]") for i, tool in enumerate(raw)]}
+    choice = _tool_choice(body.get("tool_choice"))
+    if body.get("parallel_tool_calls") is False:
+        choice = choice or {"type": "auto"}
+        if choice["type"] != "none":
+            choice["disable_parallel_tool_use"] = True
+    if choice:
+        out["tool_choice"] = choice
+    return out
+
+
+def _tool(tool: Any, path: str) -> Block:
+    if not isinstance(tool, dict) or tool.get("type", "function") != "function":
+        raise _invalid(path, "only function tools can be sent to Anthropic")
+    function = _object(tool, "function", path)
+    out: Block = {"name": _string(function, "name", f"{path}.function")}
+    if function.get("description"):
+        out["description"] = function["description"]
+    out["input_schema"] = function.get("parameters") or {"type": "object", "properties": {}}
+    return out
+
+
+_CHOICE_STRINGS: dict[str, str] = {"none": "none", "auto": "auto", "required": "any"}
+
+
+def _tool_choice(choice: Any) -> dict[str, Any] | None:
+    if choice is None:
+        return None
+    if isinstance(choice, str) and choice in _CHOICE_STRINGS:
+        return {"type": _CHOICE_STRINGS[choice]}
+    function = choice.get("function") if isinstance(choice, dict) else None
+    if isinstance(function, dict) and isinstance(function.get("name"), str):
+        return {"type": "tool", "name": function["name"]}
+    raise _invalid("tool_choice", "must be none, auto, required or a named function")

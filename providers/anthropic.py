@@ -1,0 +1,59 @@
+"""Anthropic Messages upstreams (api.anthropic.com or a compatible server at `base_url`)."""
+
+from __future__ import annotations
+
+from providers.base import ProviderRequest, Wire
+from providers.http import HttpReply, HttpTransport
+
+# The version the public API requires when the client sends none (PROTOCOLS.md c.1).
+DEFAULT_VERSION = "2023-06-01"
+
+
+class AnthropicProvider:
+    """Sends Messages bodies to `<base_url>/v1/messages`.
+
+        provider = AnthropicProvider("anthropic", "https://api.anthropic.com", api_key)
+        reply = await provider.send(ProviderRequest(body=b'{"model": ...}', stream=False))
+
+    `anthropic-version` and `anthropic-beta` are the client's, forwarded unchanged. Without a
+    configured key the client's own credential is forwarded (`x-api-key`, else `authorization`,
+    which newer SDKs and OAuth tokens use).
+    """
+
+    wire: Wire = "anthropic"
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        api_key: str | None,
+        *,
+        timeout: float = 600,
+        connect_timeout: float = 10,
+    ) -> None:
+        self.name = name
+        self._url = base_url.rstrip("/") + "/v1/messages"
+        self._api_key = api_key
+        self._http = HttpTransport(name, timeout=timeout, connect_timeout=connect_timeout)
+
+    def _headers(self, request: ProviderRequest) -> dict[str, str]:
+        client = request.headers
+        headers = {
+            "content-type": "application/json",
+            "anthropic-version": client.get("anthropic-version", DEFAULT_VERSION),
+        }
+        if "anthropic-beta" in client:
+            headers["anthropic-beta"] = client["anthropic-beta"]
+        if self._api_key is not None:
+            headers["x-api-key"] = self._api_key
+        elif "x-api-key" in client:
+            headers["x-api-key"] = client["x-api-key"]
+        elif "authorization" in client:
+            headers["authorization"] = client["authorization"]
+        return headers
+
+    async def send(self, request: ProviderRequest) -> HttpReply:
+        return await self._http.post(self._url, request.body, self._headers(request))
+
+    async def close(self) -> None:
+        await self._http.close()

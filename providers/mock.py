@@ -1,0 +1,350 @@
+"""An offline provider answering Anthropic Messages requests with real Anthropic wire bytes.
+
+No network and no sockets. Each scenario is one small function building the list of stream events
+api.anthropic.com would send; one encoder turns that list into SSE frames (streaming) or folds it
+into the Message body (non-streaming), so the two forms can never disagree. The scenario is the
+request's model minus a leading "mock-" (`mock-tool` -> `tool`); an unknown name gets `text`.
+
+    provider = MockProvider()
+    reply = await provider.send(ProviderRequest(body=b'{"model": "mock-tool", ...}', stream=True))
+    async for chunk in reply.iter_chunks(): ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import secrets
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from providers.base import ProviderRequest, Wire
+
+Event = dict[str, Any]
+
+_HELLO = (
+    "Hello! This is the offline mock provider of the LLM gateway. No model was called: this "
+    "canned answer lets you try clients and streaming without network access or API keys."
+)
+_LONG = (
+    "Here is a long answer that keeps going well past the token budget the request allowed, "
+    "so the last sentence is cut off right in the mid"
+)
+_PARIS = ["", '{"ci', 'ty": "Pa', 'ris"}']
+_TOKYO = ["", '{"ci', 'ty": "To', 'kyo"}']
+_REFUSAL = {
+    "type": "refusal",
+    "category": None,
+    "explanation": "The mock provider refuses every request of this scenario, for testing.",
+}
+_ERROR_STATUS = {"invalid_request_error": 400, "overloaded_error": 500}
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """The parts of the request the scenarios use."""
+
+    model: str
+    tools: tuple[str, ...]
+    stop_sequences: tuple[str, ...]
+    max_tokens: int | None
+    input_tokens: int
+
+
+def _read_request(body: bytes, default_model: str) -> _Ask:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ValueError("request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ValueError("request body must be a JSON object")
+    model = data.get("model")
+    tools = [t for t in data.get("tools") or [] if isinstance(t, dict)]
+    stops = data.get("stop_sequences") or []
+    max_tokens = data.get("max_tokens")
+    return _Ask(
+        model=model if isinstance(model, str) else default_model,
+        tools=tuple(t["name"] for t in tools if isinstance(t.get("name"), str)),
+        stop_sequences=tuple(s for s in stops if isinstance(s, str)),
+        max_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
+        input_tokens=max(1, len(body) // 4),
+    )
+
+
+def _pieces(text: str, words: int = 3) -> list[str]:
+    """Split text into deltas of a few words, spaces kept, so that "".join() gives it back."""
+    if not text:
+        return []
+    parts = text.split(" ")
+    groups = [" ".join(parts[i : i + words]) for i in range(0, len(parts), words)]
+    return [group + " " for group in groups[:-1]] + groups[-1:]
+
+
+# --- building blocks -------------------------------------------------------------------------
+
+
+def _block(index: int, start: Event, deltas: list[Event], *, close: bool = True) -> list[Event]:
+    events: list[Event] = [{"type": "content_block_start", "index": index, "content_block": start}]
+    events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+    if close:
+        events.append({"type": "content_block_stop", "index": index})
+    return events
+
+
+def _text(index: int, text: str, *, close: bool = True) -> list[Event]:
+    deltas = [{"type": "text_delta", "text": p} for p in _pieces(text)]
+    return _block(index, {"type": "text", "text": ""}, deltas, close=close)
+
+
+def _tool(index: int, name: str, json_pieces: list[str], *, close: bool = True) -> list[Event]:
+    start = {"type": "tool_use", "id": f"toolu_mock_{secrets.token_hex(12)}", "name": name}
+    deltas = [{"type": "input_json_delta", "partial_json": p} for p in json_pieces]
+    return _block(index, {**start, "input": {}}, deltas, close=close)
+
+
+def _thinking(index: int, text: str) -> list[Event]:
+    signature = base64.b64encode(secrets.token_bytes(48)).decode()
+    deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(text)]
+    deltas.append({"type": "signature_delta", "signature": signature})
+    return _block(index, {"type": "thinking", "thinking": "", "signature": ""}, deltas)
+
+
+def _count_tokens(blocks: list[Event]) -> int:
+    """About four characters a token, as real tokenizers give on English text."""
+    deltas = [e["delta"] for e in blocks if e["type"] == "content_block_delta"]
+    text = "".join(
+        d.get("text") or d.get("thinking") or d.get("partial_json") or "" for d in deltas
+    )
+    return max(1, len(text) // 4)
+
+
+def _message(
+    ask: _Ask,
+    blocks: list[Event],
+    stop_reason: str,
+    *,
+    stop_sequence: str | None = None,
+    stop_details: Event | None = None,
+    output_tokens: int | None = None,
+) -> list[Event]:
+    """A complete stream around the content-block events: start, ping, blocks, delta, stop."""
+    message = {
+        "id": f"msg_mock_{secrets.token_hex(12)}",
+        "type": "message",
+        "role": "assistant",
+        "model": ask.model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": ask.input_tokens, "output_tokens": 1},
+    }
+    delta: Event = {"stop_reason": stop_reason, "stop_sequence": stop_sequence}
+    if stop_details is not None:
+        delta["stop_details"] = stop_details
+    usage = {"output_tokens": output_tokens or _count_tokens(blocks)}
+    return [
+        {"type": "message_start", "message": message},
+        {"type": "ping"},
+        *blocks,
+        {"type": "message_delta", "delta": delta, "usage": usage},
+        {"type": "message_stop"},
+    ]
+
+
+# --- scenarios -------------------------------------------------------------------------------
+
+
+def _tool_name(ask: _Ask, position: int) -> str:
+    if not ask.tools:
+        return "get_weather"
+    return ask.tools[min(position, len(ask.tools) - 1)]
+
+
+def _s_text(ask: _Ask) -> list[Event]:
+    return _message(ask, _text(0, _HELLO), "end_turn")
+
+
+def _s_tool(ask: _Ask) -> list[Event]:
+    return _message(ask, _tool(0, _tool_name(ask, 0), _PARIS), "tool_use")
+
+
+def _s_parallel_tools(ask: _Ask) -> list[Event]:
+    blocks = [*_tool(0, _tool_name(ask, 0), _PARIS), *_tool(1, _tool_name(ask, 1), _TOKYO)]
+    return _message(ask, blocks, "tool_use")
+
+
+def _s_tool_cut(ask: _Ask) -> list[Event]:
+    """The budget ran out inside the tool input: the block is never closed (real fixture shape)."""
+    cut = ["", '{"ci', 'ty": "Par']
+    text = _text(0, "Let me look up the weather.")
+    return _message(ask, [*text, *_tool(1, _tool_name(ask, 0), cut, close=False)], "max_tokens")
+
+
+def _s_length(ask: _Ask) -> list[Event]:
+    return _message(ask, _text(0, _LONG), "max_tokens", output_tokens=ask.max_tokens)
+
+
+def _s_refusal(ask: _Ask) -> list[Event]:
+    return _message(ask, _text(0, ""), "refusal", stop_details=_REFUSAL)
+
+
+def _s_no_terminator(ask: _Ask) -> list[Event]:
+    """The connection just ends: no message_delta, no message_stop."""
+    return _message(ask, _text(0, _HELLO), "end_turn")[:-2]
+
+
+def _s_stop_sequence(ask: _Ask) -> list[Event]:
+    sequence = ask.stop_sequences[0] if ask.stop_sequences else "\n\nHuman:"
+    return _message(ask, _text(0, "One, two, three."), "stop_sequence", stop_sequence=sequence)
+
+
+def _s_error_mid_stream(ask: _Ask) -> list[Event]:
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    head = _message(ask, [], "end_turn")[:2]
+    return [*head, *_text(0, "This answer will be interrupted by", close=False), error]
+
+
+def _s_thinking(ask: _Ask) -> list[Event]:
+    reasoning = "The user wants a short answer. A friendly greeting that names the mock is enough."
+    return _message(ask, [*_thinking(0, reasoning), *_text(1, _HELLO)], "end_turn")
+
+
+def _ending(stop_reason: str) -> Callable[[_Ask], list[Event]]:
+    def scenario(ask: _Ask) -> list[Event]:
+        return _message(ask, _text(0, f"This turn ends with {stop_reason}."), stop_reason)
+
+    return scenario
+
+
+_SCENARIOS: dict[str, Callable[[_Ask], list[Event]]] = {
+    "text": _s_text,
+    "tool": _s_tool,
+    "parallel-tools": _s_parallel_tools,
+    "tool-cut": _s_tool_cut,
+    "length": _s_length,
+    "refusal": _s_refusal,
+    "no-terminator": _s_no_terminator,
+    "stop-sequence": _s_stop_sequence,
+    "pause": _ending("pause_turn"),
+    "context-window": _ending("model_context_window_exceeded"),
+    "unknown-stop": _ending("some_future_reason"),
+    "error-mid-stream": _s_error_mid_stream,
+    "thinking": _s_thinking,
+}
+SCENARIOS: tuple[str, ...] = tuple(_SCENARIOS)
+
+
+def scenario_for(model: str) -> str:
+    name = model.removeprefix("mock-")
+    return name if name in _SCENARIOS else "text"
+
+
+# --- the encoder -----------------------------------------------------------------------------
+
+
+def _fold(events: list[Event]) -> Event:
+    """Fold stream events into the Message body, as the SDK's accumulator does."""
+    message: Event = {}
+    json_bufs: dict[int, str] = {}
+    for event in events:
+        kind = event["type"]
+        if kind == "message_start":
+            start = event["message"]
+            message = {**start, "content": [], "usage": dict(start["usage"])}
+        elif kind == "content_block_start":
+            message["content"].append(dict(event["content_block"]))
+        elif kind == "content_block_delta":
+            block, delta, index = message["content"][event["index"]], event["delta"], event["index"]
+            if delta["type"] == "text_delta":
+                block["text"] += delta["text"]
+            elif delta["type"] == "thinking_delta":
+                block["thinking"] += delta["thinking"]
+            elif delta["type"] == "signature_delta":
+                block["signature"] = delta["signature"]
+            elif delta["type"] == "input_json_delta":
+                json_bufs[index] = json_bufs.get(index, "") + delta["partial_json"]
+        elif kind == "message_delta":
+            message["stop_reason"] = event["delta"]["stop_reason"]
+            message["stop_sequence"] = event["delta"]["stop_sequence"]
+            message["stop_details"] = event["delta"].get("stop_details")
+            message["usage"].update(event["usage"])
+    for index, raw in json_bufs.items():
+        message["content"][index]["input"] = _lenient_json(raw)
+    return message
+
+
+def _lenient_json(raw: str) -> Any:
+    """A cut input (`{"city": "Par`) becomes `{}`, as the SDK's partial parser leaves it."""
+    try:
+        return orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        return {}
+
+
+def _headers(content_type: str) -> dict[str, str]:
+    return {"content-type": content_type, "request-id": f"req_mock_{secrets.token_hex(12)}"}
+
+
+def _error_reply(error: Event) -> MockReply:
+    body = {"type": "error", "error": error, "request_id": f"req_mock_{secrets.token_hex(12)}"}
+    status = _ERROR_STATUS.get(error["type"], 500)
+    return MockReply(status, _headers("application/json"), [orjson.dumps(body)])
+
+
+def _frame(event: Event) -> bytes:
+    return b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+
+
+def _encode(events: list[Event], stream: bool) -> MockReply:
+    if stream:
+        frames = [_frame(e) for e in events]
+        return MockReply(200, _headers("text/event-stream"), frames)
+    error = next((e["error"] for e in events if e["type"] == "error"), None)
+    if error is not None:
+        return _error_reply(error)
+    body = orjson.dumps(_fold(events))
+    if events[-1]["type"] != "message_stop":
+        body = body[: len(body) // 2]  # the connection dropped: what arrived is not JSON
+    return MockReply(200, _headers("application/json"), [body])
+
+
+class MockReply:
+    """An `UpstreamReply` over bytes prepared in advance, one piece per SSE frame."""
+
+    def __init__(self, status: int, headers: Mapping[str, str], pieces: list[bytes]) -> None:
+        self.status = status
+        self.headers = headers
+        self._pieces = pieces
+
+    async def read(self) -> bytes:
+        return b"".join(self._pieces)
+
+    async def iter_chunks(self) -> AsyncIterator[bytes]:
+        for piece in self._pieces:
+            yield piece
+            await asyncio.sleep(0)  # let other tasks run, so the stream is visibly incremental
+
+    def release(self) -> None:
+        pass
+
+
+class MockProvider:
+    """The offline Anthropic-wire provider; see the module docstring for the scenarios."""
+
+    wire: Wire = "anthropic"
+
+    def __init__(self, name: str = "mock") -> None:
+        self.name = name
+
+    async def send(self, request: ProviderRequest) -> MockReply:
+        try:
+            ask = _read_request(request.body, default_model=self.name)
+        except ValueError as exc:
+            return _error_reply({"type": "invalid_request_error", "message": str(exc)})
+        return _encode(_SCENARIOS[scenario_for(ask.model)](ask), request.stream)
+
+    async def close(self) -> None:
+        pass

@@ -1,0 +1,50 @@
+"""OpenAI Chat Completions upstreams: api.openai.com and any compatible server (vLLM, Ollama,
+llama.cpp, Groq, ...) reached through `base_url`."""
+
+from __future__ import annotations
+
+from providers.base import ProviderRequest, Wire
+from providers.http import HttpReply, HttpTransport
+
+
+class OpenAIProvider:
+    """Sends Chat Completions bodies to `<base_url>/chat/completions`.
+
+        provider = OpenAIProvider("openai", "https://api.openai.com/v1", api_key)
+        reply = await provider.send(ProviderRequest(body=b'{"model": ...}', stream=True))
+
+    Without a configured key the client's own `authorization` header is forwarded, so a local
+    server that needs none, or a client that brings its own, both work.
+    """
+
+    wire: Wire = "openai"
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        api_key: str | None,
+        *,
+        timeout: float = 600,
+        connect_timeout: float = 10,
+    ) -> None:
+        self.name = name
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._api_key = api_key
+        self._http = HttpTransport(name, timeout=timeout, connect_timeout=connect_timeout)
+
+    def _headers(self, request: ProviderRequest) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self._api_key is not None:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        elif "authorization" in request.headers:
+            headers["Authorization"] = request.headers["authorization"]
+        if request.stream:
+            headers["Accept"] = "text/event-stream"
+        return headers
+
+    async def send(self, request: ProviderRequest) -> HttpReply:
+        return await self._http.post(self._url, request.body, self._headers(request))
+
+    async def close(self) -> None:
+        await self._http.close()

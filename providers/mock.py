@@ -40,7 +40,7 @@ _REFUSAL = {
     "category": None,
     "explanation": "The mock provider refuses every request of this scenario, for testing.",
 }
-_ERROR_STATUS = {"invalid_request_error": 400, "overloaded_error": 500}
+_ERROR_STATUS = {"invalid_request_error": 400, "overloaded_error": 529}
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,7 +93,7 @@ def _convert_messages(messages: Any) -> _Conversation:
     for i, message in enumerate(messages):
         path = f"messages[{i}]"
         if not isinstance(message, dict):
-            raise _invalid("messages", "must be an object")
+            raise _invalid(path, "must be an object")
         role = message.get("role")
         handler = _MESSAGE_HANDLERS.get(role) if isinstance(role, str) else None
         if handler is None:

@@ -1,0 +1,157 @@
+"""Shared test stack: a loopback fake upstream and gateways in front of it, on their own loop.
+
+The servers run in a background thread with their own event loop, so both the sync and the
+async SDK clients can drive them from a test. Each test scripts the upstream under its own
+model name (`unique_model`), so tests never see each other's traffic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import uuid
+from collections.abc import Coroutine, Iterator
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+from aiohttp import web
+
+from gateway.app import build_app
+from gateway.settings import parse_settings
+from tests.upstream import FakeUpstream
+
+UPSTREAM_OPENAI_KEY = "sk-upstream-SECRET-openai-0001"
+UPSTREAM_ANTHROPIC_KEY = "sk-ant-upstream-SECRET-0002"
+POLICIES = ("withhold", "pass")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stack_settings(upstream_url: str, policy: str, dead_url: str) -> dict[str, Any]:
+    return {
+        "providers": {
+            "openai": {
+                "kind": "openai",
+                "base_url": f"{upstream_url}/v1",
+                "api_key": UPSTREAM_OPENAI_KEY,
+                "timeout": 5,
+            },
+            "anthropic": {
+                "kind": "anthropic",
+                "base_url": upstream_url,
+                "api_key": UPSTREAM_ANTHROPIC_KEY,
+                "timeout": 5,
+            },
+            "slow": {
+                "kind": "openai",
+                "base_url": f"{upstream_url}/v1",
+                "api_key": "sk-slow",
+                "timeout": 0.5,
+            },
+            "slow_anthropic": {
+                "kind": "anthropic",
+                "base_url": upstream_url,
+                "api_key": "sk-slow",
+                "timeout": 0.5,
+            },
+            "dead": {"kind": "openai", "base_url": dead_url, "api_key": "sk-dead"},
+            "mock": {"kind": "mock"},
+        },
+        "routes": [
+            {"match": "oa-renamed", "provider": "openai", "upstream_model": "oa-renamed-target"},
+            {"match": "oa-*", "provider": "openai"},
+            {"match": "an-*", "provider": "anthropic"},
+            {"match": "slow-oa-*", "provider": "slow"},
+            {"match": "slow-an-*", "provider": "slow_anthropic"},
+            {"match": "dead-*", "provider": "dead"},
+            {"match": "mock-*", "provider": "mock"},
+        ],
+        "truncation": {"tool_calls": policy},
+    }
+
+
+class Stack:
+    """The running servers, and a way to run coroutines on their loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.upstream = FakeUpstream()
+        self.urls: dict[str, str] = {}
+        self._runners: list[web.AppRunner] = []
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
+
+    async def _serve(self, app: web.Application) -> str:
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        self._runners.append(runner)
+        return f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+    async def _start(self) -> None:
+        self.upstream_url = await self._serve(self.upstream.app())
+        dead = f"http://127.0.0.1:{free_port()}/v1"
+        for policy in POLICIES:
+            settings = parse_settings(stack_settings(self.upstream_url, policy, dead))
+            self.urls[policy] = await self._serve(build_app(settings, env={}))
+
+    async def _stop(self) -> None:
+        for runner in reversed(self._runners):
+            await runner.cleanup()
+
+    def start(self) -> None:
+        self.thread.start()
+        self.run(self._start())
+
+    def stop(self) -> None:
+        self.run(self._stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[Stack]:
+    s = Stack()
+    s.start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def upstream(stack: Stack) -> FakeUpstream:
+    return stack.upstream
+
+
+@pytest.fixture
+def unique_model() -> Any:
+    def make(prefix: str) -> str:
+        return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+    return make
+
+
+def openai_client(stack: Stack, policy: str = "withhold") -> openai.OpenAI:
+    return openai.OpenAI(base_url=stack.urls[policy] + "/v1", api_key="sk-client", max_retries=0)
+
+
+def anthropic_client(stack: Stack, policy: str = "withhold") -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=stack.urls[policy], api_key="sk-client", max_retries=0)
+
+
+def async_openai_client(stack: Stack, policy: str = "withhold") -> openai.AsyncOpenAI:
+    url = stack.urls[policy] + "/v1"
+    return openai.AsyncOpenAI(base_url=url, api_key="sk-client", max_retries=0)
+
+
+def async_anthropic_client(stack: Stack, policy: str = "withhold") -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(base_url=stack.urls[policy], api_key="sk-client", max_retries=0)

@@ -35,7 +35,7 @@ class HttpReply:
     async def read(self) -> bytes:
         try:
             return await self._response.read()
-        except ValueError as exc:
+        except _FOREIGN as exc:
             raise self._body_error(exc) from exc
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:

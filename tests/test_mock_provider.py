@@ -1,4 +1,4 @@
-"""The offline mock speaks real Anthropic wire: checked by our own SSE reading and the SDK's fold."""
+"""The offline mock speaks real Anthropic wire: checked by strict SSE reading and the SDK fold."""
 
 from __future__ import annotations
 
@@ -201,7 +201,9 @@ async def test_parallel_tools(tools: list[dict[str, Any]], names: list[str]) -> 
 async def test_tool_cut_leaves_the_tool_block_open() -> None:
     events = await stream_events("mock-tool-cut", tools=WEATHER_TOOLS)
     types = [e["type"] for e in events]
-    raw = "".join(e["delta"].get("partial_json", "") for e in events if "delta" in e and "index" in e)
+    raw = "".join(
+        e["delta"].get("partial_json", "") for e in events if "delta" in e and "index" in e
+    )
     snapshot = sdk_fold(events)
 
     assert raw == '{"city": "Par'
@@ -235,7 +237,9 @@ async def test_refusal_carries_stop_details() -> None:
     assert snapshot.content[0].text == ""
 
 
-@pytest.mark.parametrize(("extra", "expected"), [({"stop_sequences": ["END", "X"]}, "END"), ({}, "\n\nHuman:")])
+@pytest.mark.parametrize(
+    ("extra", "expected"), [({"stop_sequences": ["END", "X"]}, "END"), ({}, "\n\nHuman:")]
+)
 async def test_stop_sequence(extra: dict[str, Any], expected: str) -> None:
     snapshot = sdk_fold(await stream_events("mock-stop-sequence", **extra))
     assert snapshot.stop_reason == "stop_sequence"

@@ -271,6 +271,7 @@ def test_oa_consecutive_same_role_messages_are_merged_and_empty_text_dropped() -
     out = oa(
         [
             user("one"),
+            {"role": "assistant", "content": ""},
             user(""),
             user([text("two"), text("")]),
             {"role": "assistant", "content": "three"},
@@ -300,6 +301,10 @@ def test_oa_consecutive_same_role_messages_are_merged_and_empty_text_dropped() -
             "messages[0].tool_calls[0].id",
         ),
         ([{"role": "system", "content": [{"type": "image_url"}]}], "messages[0].content[0].type"),
+        (
+            [{"role": "system", "content": [{"type": "refusal", "refusal": "x"}]}],
+            "messages[0].content[0].type",
+        ),
     ],
 )
 def test_oa_malformed_messages_are_rejected_with_the_field_named(messages: Any, param: str) -> None:
@@ -458,6 +463,10 @@ def test_oa_sampling_user_and_stream_are_copied_and_openai_only_fields_dropped()
         "metadata": {"user_id": "user-42"},
         "stream": True,
     }
+
+
+def test_oa_stream_false_is_copied_as_false() -> None:
+    assert oa([user("x")], stream=False)["stream"] is False
 
 
 def test_oa_envoy_chat_tools_fixture() -> None:

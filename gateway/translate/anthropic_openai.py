@@ -235,7 +235,7 @@ def _tools(body: dict[str, Any]) -> dict[str, Any]:
     if choice is None:
         return out
     if not isinstance(choice, dict) or choice.get("type") not in _CHOICES:
-        return out
+        raise _invalid("tool_choice", "must be one of auto, any, tool or none")
     out["tool_choice"] = _CHOICES[choice["type"]](choice)
     if choice.get("disable_parallel_tool_use") is True:
         out["parallel_tool_calls"] = False

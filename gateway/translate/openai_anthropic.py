@@ -106,8 +106,7 @@ def _merge_turns(turns: list[tuple[str, list[Block]]]) -> list[dict[str, Any]]:
     """Merge consecutive same-role turns so roles alternate; tool results lead their user turn."""
     merged: list[dict[str, Any]] = []
     for role, blocks in turns:
-        if not blocks:
-            continue
+        pass
         if merged and merged[-1]["role"] == role:
             merged[-1]["content"].extend(blocks)
         else:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import traceback
 from collections.abc import AsyncIterator, Mapping
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
-from gateway.encode.errors import render_error
-from gateway.errors import NotFound
+from gateway.encode.errors import ClientFormat, render_error
+from gateway.errors import GatewayError, NotFound
 from gateway.handlers import chat_completions, messages, meta
 from gateway.handlers.exchange import Gateway, serve
 from gateway.settings import ProviderSettings, Settings
@@ -18,6 +21,29 @@ from providers.mock import MockProvider
 from providers.openai import OpenAIProvider
 
 GATEWAY = web.AppKey("gateway", Gateway)
+log = logging.getLogger("gateway.app")
+
+
+def client_format(request: web.Request) -> ClientFormat:
+    if request.path.endswith("/messages") or "anthropic-version" in request.headers:
+        return "anthropic"
+    return "openai"
+
+
+@web.middleware
+async def unexpected_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A bug must still answer in the client's format, and its log must not carry content:
+    exception messages can quote request data, so only the class and the frames are logged."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except Exception as exc:
+        frames = "".join(traceback.format_tb(exc.__traceback__))
+        log.error("unhandled %s on %s\n%s", type(exc).__name__, request.path, frames)
+        err = GatewayError("The gateway failed to handle this request")
+        status, body, headers = render_error(client_format(request), err, "")
+        return web.Response(status=status, body=body, headers=headers)
 
 
 def build_provider(name: str, config: ProviderSettings, env: Mapping[str, str]) -> Provider:
@@ -35,7 +61,7 @@ def build_provider(name: str, config: ProviderSettings, env: Mapping[str, str]) 
 
 
 def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Application:
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[unexpected_errors])
     providers = {name: build_provider(name, cfg, env) for name, cfg in settings.providers.items()}
     gateway = Gateway(settings, providers)
     app[GATEWAY] = gateway
@@ -57,9 +83,8 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
         return meta.models_response(request, settings)
 
     async def not_found(request: web.Request) -> web.Response:
-        fmt = "anthropic" if "anthropic-version" in request.headers else "openai"
         err = NotFound(f"No endpoint {request.method} {request.path}")
-        status, body, headers = render_error(fmt, err, "")
+        status, body, headers = render_error(client_format(request), err, "")
         return web.Response(status=status, body=body, headers=headers)
 
     app.router.add_post("/v1/chat/completions", chat)

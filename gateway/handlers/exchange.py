@@ -158,7 +158,11 @@ class _StreamRun:
     """Drives one upstream stream into one client response, preparing the response lazily."""
 
     def __init__(
-        self, spec: ClientSpec, provider: Provider, ctx: ExchangeContext, request: web.Request,
+        self,
+        spec: ClientSpec,
+        provider: Provider,
+        ctx: ExchangeContext,
+        request: web.Request,
         model: str,
     ) -> None:
         self.spec = spec
@@ -184,8 +188,9 @@ class _StreamRun:
 
     async def write(self, data: bytes) -> None:
         if self.response is None:
-            self.response = web.StreamResponse(headers={**STREAM_HEADERS,
-                                                        "x-request-id": self.ctx.request_id})
+            self.response = web.StreamResponse(
+                headers={**STREAM_HEADERS, "x-request-id": self.ctx.request_id}
+            )
             await self.response.prepare(self.request)
         await self.response.write(data)
 
@@ -199,8 +204,12 @@ class _StreamRun:
 
 
 async def _stream(
-    spec: ClientSpec, provider: Provider, ctx: ExchangeContext, reply: UpstreamReply,
-    request: web.Request, model: str,
+    spec: ClientSpec,
+    provider: Provider,
+    ctx: ExchangeContext,
+    reply: UpstreamReply,
+    request: web.Request,
+    model: str,
 ) -> web.StreamResponse:
     run = _StreamRun(spec, provider, ctx, request, model)
     sse = SSEDecoder()

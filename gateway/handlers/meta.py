@@ -34,8 +34,9 @@ def models_response(request: web.Request, settings: Settings) -> web.Response:
         }
     else:
         created = int(time.time())
-        data = [{"id": n, "object": "model", "created": created, "owned_by": "gateway"}
-                for n in names]
+        data = [
+            {"id": n, "object": "model", "created": created, "owned_by": "gateway"} for n in names
+        ]
         body = {"object": "list", "data": data}
     return web.Response(body=orjson.dumps(body), content_type="application/json")
 

@@ -9,6 +9,7 @@ logs. Messages name the provider and the exception class only: never a URL, head
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Mapping
 
 import aiohttp
@@ -104,7 +105,9 @@ class HttpTransport:
         if isinstance(exc, asyncio.TimeoutError):
             return UpstreamTimeout(f"upstream {self._provider!r} did not answer in time")
         if isinstance(exc, aiohttp.ClientConnectorError):
-            reason = exc.os_error.strerror or type(exc.os_error).__name__
+            # strerror may quote the address; the errno's own text never does
+            errno = exc.os_error.errno
+            reason = os.strerror(errno) if errno else type(exc.os_error).__name__
             return UpstreamUnreachable(f"cannot connect to upstream {self._provider!r}: {reason}")
         name = type(exc).__name__
         return UpstreamUnreachable(f"upstream {self._provider!r} unreachable ({name})")

@@ -67,8 +67,6 @@ def error_body(fmt: ClientFormat, err: GatewayError, request_id: str) -> dict[st
     code: str | None = err.code
     if isinstance(err, UpstreamStatusError):
         code = err.error_code or err.error_type
-        if fmt == "anthropic" and err.error_type in ANTHROPIC_TYPE_NAMES:
-            kind = err.error_type
     if fmt == "openai":
         param = err.param if isinstance(err, InvalidRequest) else None
         return {"error": {"message": err.message, "type": kind, "param": param, "code": code}}

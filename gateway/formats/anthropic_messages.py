@@ -173,6 +173,8 @@ _HANDLERS = {
 
 def response_events(body: dict[str, Any]) -> list[Event]:
     """A non-streaming Message as the events a stream of it would give."""
+    if not isinstance(body.get("content"), list):
+        raise ValueError("message has no content array")
     events: list[Event] = [MessageStart(body.get("id") or "", body.get("model") or "")]
     ordinal = 0
     for block in body.get("content") or ():

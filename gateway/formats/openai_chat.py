@@ -178,10 +178,10 @@ def _delta_events(delta: dict[str, Any], tools: ToolSlots, events: list[Event]) 
 
 def response_events(body: dict[str, Any]) -> list[Event]:
     """A non-streaming response body as the events a stream of it would give."""
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ValueError("response has no choices")
     events: list[Event] = [MessageStart(body.get("id") or "", body.get("model") or "")]
-    choices = body.get("choices") or []
-    if not choices:
-        return [*events, StreamError("protocol", "upstream response has no choices")]
     choice = choices[0]
     message = choice.get("message") or {}
     tools = ToolSlots()

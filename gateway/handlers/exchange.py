@@ -132,7 +132,7 @@ async def _whole(
         if not isinstance(upstream, dict):
             raise TypeError("not an object")
         events = BODY_DECODERS[provider.wire](upstream)
-    except (orjson.JSONDecodeError, TypeError, AttributeError) as exc:
+    except (ValueError, TypeError, AttributeError) as exc:
         raise UpstreamProtocolError(
             f"The upstream's response is not a valid {provider.wire} body ({type(exc).__name__})"
         ) from None

@@ -113,6 +113,8 @@ class ChunkAggregator:
         return "".join(self._args[index])
 
     def handle(self, event: Event) -> None:
+        if self._resp.error is not None:
+            return  # a broken stream stays broken, whatever follows it
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event)
@@ -161,8 +163,6 @@ class ChunkAggregator:
 
     def _error(self, event: StreamError) -> None:
         resp = self._resp
-        if resp.error is not None:
-            return
         resp.error = event
         resp.complete = False
         resp.stop_reason = StopReason.ABORTED if event.kind == "aborted" else StopReason.ERROR

@@ -27,6 +27,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 async def run_server(settings: Settings, host: str, port: int) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     runner = web.AppRunner(build_app(settings), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
@@ -34,10 +38,6 @@ async def run_server(settings: Settings, host: str, port: int) -> None:
     bound = runner.addresses[0][1] if runner.addresses else port
     shown = f"[{host}]" if ":" in host else host
     print(f"listening on http://{shown}:{bound}", file=sys.stderr, flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
         await stop.wait()
     finally:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from gateway.errors import InvalidJSON, InvalidRequest
 
@@ -27,7 +27,7 @@ class ChatCompletionsBody(_Body):
 
 class MessagesBody(_Body):
     messages: list[dict[str, Any]]
-    max_tokens: int = Field(ge=1)
+    max_tokens: StrictInt = Field(ge=1)
 
 
 def parse_json(raw: bytes) -> dict[str, Any]:

@@ -233,10 +233,15 @@ async def _stream(
     except ConnectionError:
         ctx.aggregator.handle(StreamError("aborted", "the client disconnected"))
         log.info("client disconnected", extra={"request_id": ctx.request_id})
+    finally:
+        ctx.aggregator.final()  # joins the record and reports argument parse failures
     if run.response is None:
         # Nothing reached the client: the failure gets a real HTTP status.
         return _early_failure(spec.format, ctx)
-    await run.response.write_eof()
+    try:
+        await run.response.write_eof()
+    except ConnectionError:
+        ctx.aggregator.handle(StreamError("aborted", "the client disconnected"))
     return run.response
 
 

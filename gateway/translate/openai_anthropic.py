@@ -106,7 +106,8 @@ def _merge_turns(turns: list[tuple[str, list[Block]]]) -> list[dict[str, Any]]:
     """Merge consecutive same-role turns so roles alternate; tool results lead their user turn."""
     merged: list[dict[str, Any]] = []
     for role, blocks in turns:
-        pass
+        if not blocks:
+            continue
         if merged and merged[-1]["role"] == role:
             merged[-1]["content"].extend(blocks)
         else:

@@ -9,11 +9,16 @@ from collections.abc import AsyncIterator, Mapping
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from prometheus_client import CONTENT_TYPE_LATEST
 
+from gateway.audit.store import open_store
+from gateway.audit.writer import AuditWriter
 from gateway.encode.errors import ClientFormat, render_error
 from gateway.errors import GatewayError, NotFound
 from gateway.handlers import chat_completions, messages, meta
 from gateway.handlers.exchange import Gateway, serve
+from gateway.metrics import GatewayMetrics
+from gateway.observer import ExchangeObserver
 from gateway.settings import ProviderSettings, Settings
 from providers.anthropic import AnthropicProvider
 from providers.base import Provider
@@ -63,14 +68,35 @@ def build_provider(name: str, config: ProviderSettings, env: Mapping[str, str]) 
 def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[unexpected_errors])
     providers = {name: build_provider(name, cfg, env) for name, cfg in settings.providers.items()}
-    gateway = Gateway(settings, providers)
+    metrics = GatewayMetrics()
+    observer = ExchangeObserver(metrics)
+    gateway = Gateway(settings, providers, observer)
     app[GATEWAY] = gateway
+
+    async def audit_writer(app: web.Application) -> AsyncIterator[None]:
+        if settings.audit.log_content:
+            log.warning("content logging is ON: message text and tool arguments are recorded")
+        store = open_store(settings.audit.store)
+        await store.open()
+        writer = AuditWriter(
+            store,
+            max_queue=settings.audit.queue_size,
+            on_depth=metrics.queue_depth.set,
+            on_backpressure=metrics.backpressure.inc,
+        )
+        writer.start()
+        observer.writer = writer
+        yield
+        # Runs after the server stopped accepting and in-flight exchanges ended: flush it all.
+        await writer.close()
+        observer.writer = None
 
     async def close_providers(app: web.Application) -> AsyncIterator[None]:
         yield
         for provider in providers.values():
             await provider.close()
 
+    app.cleanup_ctx.append(audit_writer)
     app.cleanup_ctx.append(close_providers)
 
     async def chat(request: web.Request) -> web.StreamResponse:
@@ -82,6 +108,10 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
     async def models(request: web.Request) -> web.Response:
         return meta.models_response(request, settings)
 
+    async def metrics_text(request: web.Request) -> web.Response:
+        body = metrics.render()
+        return web.Response(body=body, headers={"content-type": CONTENT_TYPE_LATEST})
+
     async def not_found(request: web.Request) -> web.Response:
         err = NotFound(f"No endpoint {request.method} {request.path}")
         status, body, headers = render_error(client_format(request), err, "")
@@ -92,6 +122,7 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
     app.router.add_post("/v1/messages", anthropic_messages)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/healthz", meta.healthz)
+    app.router.add_get("/metrics", metrics_text)
     app.router.add_get("/", meta.root)  # also answers HEAD /
     app.router.add_route("*", "/{tail:.*}", not_found)
     return app

@@ -1,4 +1,4 @@
-"""The command line: `gateway serve [--config PATH] [--host H] [--port P]`."""
+"""The command line: `gateway serve [--config PATH] [--host H] [--port P]` and `gateway audit`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,12 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
+from gateway import logs
 from gateway.app import build_app
+from gateway.audit.command import add_audit_parser, main_audit
 from gateway.settings import ConfigError, Settings, load_settings
+
+log = logging.getLogger("gateway.cli")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -23,15 +27,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     serve.add_argument("--config", help="TOML file (default: $GATEWAY_CONFIG, else built-in)")
     serve.add_argument("--host", help="address to listen on (overrides [server] host)")
     serve.add_argument("--port", type=int, help="port to listen on, 0 for any free one")
+    add_audit_parser(commands)
     return parser.parse_args(argv)
 
 
 async def run_server(settings: Settings, host: str, port: int) -> None:
+    """Serve until SIGTERM/SIGINT; then stop accepting, let in-flight exchanges finish within
+    the grace period, flush the audit trail (the app's cleanup), and return."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(build_app(settings), access_log=None, handle_signals=False)
+    runner = web.AppRunner(
+        build_app(settings),
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=settings.server.shutdown_grace,
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     await site.start()
@@ -40,15 +52,16 @@ async def run_server(settings: Settings, host: str, port: int) -> None:
     print(f"listening on http://{shown}:{bound}", file=sys.stderr, flush=True)
     try:
         await stop.wait()
+        log.info("shutting down", extra={"grace_s": settings.server.shutdown_grace})
     finally:
         await runner.cleanup()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure()
+    if args.command == "audit":
+        return main_audit(args)
     try:
         settings = load_settings(args.config, os.environ)
     except ConfigError as exc:

@@ -42,6 +42,10 @@ class InvalidRequest(RequestError):
         self.param = param
 
 
+class RunawaySuspected(RequestError):
+    code = "runaway_suspected"
+
+
 class NotFound(RequestError):
     status = 404
     code = "not_found"

@@ -65,6 +65,8 @@ class _Frozen(BaseModel):
 class ServerSettings(_Frozen):
     host: NonEmptyStr = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    # On SIGTERM/SIGINT: seconds in-flight exchanges get to finish before the audit flush.
+    shutdown_grace: Seconds = 30.0
 
 
 class ProviderSettings(_Frozen):
@@ -123,6 +125,12 @@ class TruncationSettings(_Frozen):
 class AuditSettings(_Frozen):
     store: NonEmptyStr = DEFAULT_AUDIT_STORE
     log_content: bool = False
+    queue_size: Annotated[int, Field(ge=1)] = 10000  # records waiting for the writer
+
+
+class AgentGuardSettings(_Frozen):
+    identical_tool_calls: Annotated[int, Field(ge=2)] = 4
+    action: Literal["flag", "reject"] = "flag"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +147,7 @@ class Settings(_Frozen):
     routes: Annotated[tuple[RouteSettings, ...], Field(strict=False)] = ()
     truncation: TruncationSettings = TruncationSettings()
     audit: AuditSettings = AuditSettings()
+    agent_guard: AgentGuardSettings = AgentGuardSettings()
 
     @model_validator(mode="after")
     def _routes_name_providers(self) -> Settings:

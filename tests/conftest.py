@@ -12,6 +12,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Coroutine, Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -26,6 +27,12 @@ from tests.upstream import FakeUpstream
 UPSTREAM_OPENAI_KEY = "sk-upstream-SECRET-openai-0001"
 UPSTREAM_ANTHROPIC_KEY = "sk-ant-upstream-SECRET-0002"
 POLICIES = ("withhold", "pass")
+# gateway name -> (truncation policy, agent_guard action)
+GATEWAYS = {
+    "withhold": ("withhold", "flag"),
+    "pass": ("pass", "flag"),
+    "reject": ("withhold", "reject"),
+}
 
 
 def free_port() -> int:
@@ -34,7 +41,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def stack_settings(upstream_url: str, policy: str, dead_url: str) -> dict[str, Any]:
+def stack_settings(
+    upstream_url: str,
+    policy: str,
+    dead_url: str,
+    audit_store: str = "sqlite:///:memory:",
+    guard_action: str = "flag",
+) -> dict[str, Any]:
     return {
         "providers": {
             "openai": {
@@ -74,13 +87,16 @@ def stack_settings(upstream_url: str, policy: str, dead_url: str) -> dict[str, A
             {"match": "mock-*", "provider": "mock"},
         ],
         "truncation": {"tool_calls": policy},
+        "audit": {"store": audit_store},
+        "agent_guard": {"identical_tool_calls": 4, "action": guard_action},
     }
 
 
 class Stack:
     """The running servers, and a way to run coroutines on their loop."""
 
-    def __init__(self) -> None:
+    def __init__(self, audit_dir: Path) -> None:
+        self.audit_dir = audit_dir
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.upstream = FakeUpstream()
@@ -101,9 +117,10 @@ class Stack:
     async def _start(self) -> None:
         self.upstream_url = await self._serve(self.upstream.app())
         dead = f"http://127.0.0.1:{free_port()}/v1"
-        for policy in POLICIES:
-            settings = parse_settings(stack_settings(self.upstream_url, policy, dead))
-            self.urls[policy] = await self._serve(build_app(settings, env={}))
+        for name, (policy, action) in GATEWAYS.items():
+            store = f"sqlite:///{self.audit_dir / f'audit-{name}.db'}"
+            config = stack_settings(self.upstream_url, policy, dead, store, action)
+            self.urls[name] = await self._serve(build_app(parse_settings(config), env={}))
 
     async def _stop(self) -> None:
         for runner in reversed(self._runners):
@@ -113,6 +130,9 @@ class Stack:
         self.thread.start()
         self.run(self._start())
 
+    def audit_db(self, name: str = "withhold") -> Path:
+        return self.audit_dir / f"audit-{name}.db"
+
     def stop(self) -> None:
         self.run(self._stop())
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -120,8 +140,8 @@ class Stack:
 
 
 @pytest.fixture(scope="session")
-def stack() -> Iterator[Stack]:
-    s = Stack()
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    s = Stack(tmp_path_factory.mktemp("audit"))
     s.start()
     yield s
     s.stop()

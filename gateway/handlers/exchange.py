@@ -12,7 +12,9 @@ format's own error event.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,12 +23,16 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from gateway.agent_guard import identical_tool_call_streak
+from gateway.audit.build import complete_record
+from gateway.audit.record import AuditRecord
 from gateway.context import ExchangeContext
 from gateway.encode import StreamWriter
 from gateway.encode.errors import ClientFormat, render_error
 from gateway.errors import (
     GatewayError,
     ModelNotFound,
+    RunawaySuspected,
     UpstreamError,
     UpstreamProtocolError,
     UpstreamStatusError,
@@ -37,6 +43,7 @@ from gateway.formats import anthropic_messages, openai_chat
 from gateway.formats.sse import SSEDecoder, SSEFrame
 from gateway.handlers.upstream_errors import status_error
 from gateway.handlers.validation import parse_json, validate
+from gateway.observer import ExchangeObserver
 from gateway.settings import Settings
 from gateway.translate.table import translate_request
 from providers.base import Provider, ProviderRequest, UpstreamReply
@@ -74,6 +81,7 @@ class ClientSpec:
 class Gateway:
     settings: Settings
     providers: dict[str, Provider]
+    observer: ExchangeObserver
 
 
 def error_response(fmt: ClientFormat, err: GatewayError, request_id: str) -> web.Response:
@@ -82,22 +90,63 @@ def error_response(fmt: ClientFormat, err: GatewayError, request_id: str) -> web
 
 
 async def serve(spec: ClientSpec, gateway: Gateway, request: web.Request) -> web.StreamResponse:
+    """One exchange, and always its record: whatever happens, the audit trail gets it."""
     request_id = uuid.uuid4().hex[:24]
+    record = AuditRecord(request_id, time.time(), spec.format, stream=False)
+    ctx = ExchangeContext(request_id, "", gateway.settings.truncation.tool_calls, record=record)
+    gateway.observer.started()
+    response: web.StreamResponse | None = None
     try:
-        return await _exchange(spec, gateway, request, request_id)
+        response = await _exchange(spec, gateway, request, ctx)
     except GatewayError as err:
-        return error_response(spec.format, err, request_id)
+        record.error_class = type(err).__name__
+        response = error_response(spec.format, err, request_id)
+    except asyncio.CancelledError:
+        ctx.aggregator.handle(StreamError("aborted", "the exchange was cancelled"))
+        raise
+    finally:
+        record.ended_at = time.time()
+        if record.first_byte_at is None and response is not None:
+            record.first_byte_at = record.ended_at
+        record.http_status = response.status if response is not None else 499
+        if ctx.upstream_answered or ctx.aggregator.error is not None:
+            complete_record(record, ctx, gateway.settings.audit.log_content)
+        await asyncio.shield(gateway.observer.finished(record))
+    return response
+
+
+def _check_runaway(gateway: Gateway, fmt: ClientFormat, obj: dict[str, Any], record: Any) -> None:
+    guard = gateway.settings.agent_guard
+    streak, name = identical_tool_call_streak(fmt, obj)
+    if streak < guard.identical_tool_calls:
+        return
+    record.runaway_streak = streak
+    if guard.action == "reject":
+        raise RunawaySuspected(
+            f"Runaway suspected: the conversation ends with {streak} identical calls to tool "
+            f"{name!r} (limit {guard.identical_tool_calls}); not sent upstream"
+        )
 
 
 async def _exchange(
-    spec: ClientSpec, gateway: Gateway, request: web.Request, request_id: str
+    spec: ClientSpec, gateway: Gateway, request: web.Request, ctx: ExchangeContext
 ) -> web.StreamResponse:
+    record = ctx.record
+    assert record is not None
     obj = parse_json(await request.read())
     body = validate(spec.body_model, obj, spec.endpoint)
+    record.model = body.model
+    record.stream = bool(body.stream)
+    if gateway.settings.audit.log_content:
+        ctx.request_body = obj
     route = gateway.settings.resolve_route(body.model)
     if route is None:
         names = ", ".join(gateway.settings.model_names()) or "see GET /v1/models"
         raise ModelNotFound(f"No route for model {body.model!r} (routable: {names})")
+    record.route = route.route.match
+    record.provider = ctx.provider = route.provider_name
+    record.upstream_model = route.upstream_model
+    _check_runaway(gateway, spec.format, obj, record)
     provider = gateway.providers[route.provider_name]
     upstream_body = translate_request(spec.format, provider.wire, obj, route.upstream_model)
     if upstream_body is None:  # same format, no rename: the client's bytes go as they came
@@ -105,18 +154,13 @@ async def _exchange(
     else:
         payload = orjson.dumps(upstream_body)
     headers = {k: request.headers[k] for k in FORWARDED_HEADERS if k in request.headers}
-    stream = bool(body.stream)
-    ctx = ExchangeContext(
-        request_id=request_id,
-        provider=route.provider_name,
-        policy=gateway.settings.truncation.tool_calls,
-        include_usage=bool((obj.get("stream_options") or {}).get("include_usage")),
-    )
-    reply = await provider.send(ProviderRequest(payload, stream, headers))
+    ctx.include_usage = bool((obj.get("stream_options") or {}).get("include_usage"))
+    reply = await provider.send(ProviderRequest(payload, record.stream, headers))
     try:
         if reply.status >= 400:
             raise status_error(reply.status, reply.headers, await reply.read(), provider.wire)
-        if stream:
+        ctx.upstream_answered = True
+        if record.stream:
             return await _stream(spec, provider, ctx, reply, request, body.model)
         return await _whole(spec, provider, ctx, reply, body.model)
     finally:
@@ -188,6 +232,8 @@ class _StreamRun:
 
     async def write(self, data: bytes) -> None:
         if self.response is None:
+            if self.ctx.record is not None:
+                self.ctx.record.first_byte_at = time.time()
             self.response = web.StreamResponse(
                 headers={**STREAM_HEADERS, "x-request-id": self.ctx.request_id}
             )

@@ -1,0 +1,222 @@
+"""ChunkAggregator: folds stream events into one complete, normalized response.
+
+No I/O; drive it from a live stream or a recorded file alike:
+
+    agg = ChunkAggregator()
+    for event in events:
+        agg.handle(event)
+    response = agg.final()
+
+Tool-call arguments are kept as the raw string the upstream sent and parsed once, at the end.
+A parse failure is logged with the exception class, offset and length only: JSON parsers copy the
+offending text into their messages, and that text may hold secrets.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gateway.events import (
+    CUT_STOP_REASONS,
+    Event,
+    MessageStart,
+    RefusalDelta,
+    Stop,
+    StopReason,
+    StreamEnd,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+)
+
+log = logging.getLogger("gateway.aggregate")
+
+
+@dataclass(slots=True)
+class ParseFailure:
+    tool_index: int
+    error_class: str
+    offset: int | None
+    length: int
+
+
+@dataclass(slots=True)
+class ToolCall:
+    index: int
+    id: str
+    name: str
+    arguments: str = ""
+    parsed: Any = None
+    parse_failure: ParseFailure | None = None
+
+
+@dataclass(slots=True)
+class AggregatedResponse:
+    id: str = ""
+    model: str = ""
+    text: str = ""
+    thinking: str = ""
+    thinking_signature: str | None = None
+    refusal: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    stop_reason: StopReason = StopReason.UNKNOWN
+    native_stop_reason: str | None = None
+    stop_sequence: str | None = None
+    stop_details: dict[str, Any] | None = None
+    usage: Usage = field(default_factory=Usage)
+    complete: bool = False  # the wire's own completeness rule held
+    terminator_seen: bool = False
+    error: StreamError | None = None
+
+    @property
+    def cut(self) -> bool:
+        return self.stop_reason in CUT_STOP_REASONS
+
+
+class ChunkAggregator:
+    __slots__ = ("_args", "_calls", "_refusal", "_resp", "_text", "_thinking")
+
+    def __init__(self) -> None:
+        self._resp = AggregatedResponse()
+        self._text: list[str] = []
+        self._thinking: list[str] = []
+        self._refusal: list[str] = []
+        self._calls: list[ToolCall] = []
+        self._args: list[list[str]] = []
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The calls seen so far (arguments not joined yet)."""
+        return self._calls
+
+    @property
+    def stop(self) -> tuple[StopReason, str | None]:
+        return self._resp.stop_reason, self._resp.native_stop_reason
+
+    @property
+    def error(self) -> StreamError | None:
+        return self._resp.error
+
+    @property
+    def snapshot(self) -> AggregatedResponse:
+        """The response so far, without joining text or parsing arguments."""
+        return self._resp
+
+    def arguments(self, index: int) -> str:
+        return "".join(self._args[index])
+
+    def handle(self, event: Event) -> None:
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def _text_delta(self, event: TextDelta) -> None:
+        self._text.append(event.text)
+
+    def _thinking_delta(self, event: ThinkingDelta) -> None:
+        if event.text:
+            self._thinking.append(event.text)
+        if event.signature is not None:
+            self._resp.thinking_signature = event.signature
+
+    def _refusal_delta(self, event: RefusalDelta) -> None:
+        self._refusal.append(event.text)
+
+    def _tool_start(self, event: ToolCallStart) -> None:
+        self._calls.append(ToolCall(event.index, event.id, event.name))
+        self._args.append([])
+
+    def _tool_delta(self, event: ToolCallDelta) -> None:
+        if event.index < len(self._args):
+            self._args[event.index].append(event.arguments)
+
+    def _message_start(self, event: MessageStart) -> None:
+        self._resp.id = event.id
+        self._resp.model = event.model
+
+    def _usage(self, event: Usage) -> None:
+        usage = self._resp.usage
+        for name in Usage.__slots__:
+            value = getattr(event, name)
+            if value is not None:
+                setattr(usage, name, value)
+
+    def _stop(self, event: Stop) -> None:
+        resp = self._resp
+        resp.stop_reason = event.reason
+        resp.native_stop_reason = event.native
+        resp.stop_sequence = event.stop_sequence
+        resp.stop_details = event.details
+
+    def _end(self, event: StreamEnd) -> None:
+        self._resp.complete = True
+        self._resp.terminator_seen = event.terminator_seen
+
+    def _error(self, event: StreamError) -> None:
+        resp = self._resp
+        if resp.error is not None:
+            return
+        resp.error = event
+        resp.complete = False
+        resp.stop_reason = StopReason.ABORTED if event.kind == "aborted" else StopReason.ERROR
+        resp.native_stop_reason = _native_for_error(event)
+
+    def final(self) -> AggregatedResponse:
+        resp = self._resp
+        resp.text = "".join(self._text)
+        resp.thinking = "".join(self._thinking)
+        resp.refusal = "".join(self._refusal)
+        for call, parts in zip(self._calls, self._args, strict=True):
+            call.arguments = "".join(parts)
+            call.parsed, call.parse_failure = parse_arguments(call.index, call.arguments)
+        resp.tool_calls = self._calls
+        return resp
+
+
+def _native_for_error(event: StreamError) -> str:
+    if event.kind == "truncated":
+        return "gateway:stream_truncated"
+    return event.error_type or f"gateway:{event.kind}"
+
+
+def parse_arguments(index: int, raw: str) -> tuple[Any, ParseFailure | None]:
+    if not raw:
+        return {}, None
+    try:
+        return orjson.loads(raw), None
+    except orjson.JSONDecodeError as exc:
+        failure = ParseFailure(index, type(exc).__name__, getattr(exc, "pos", None), len(raw))
+        log.warning(
+            "tool call arguments are not valid JSON: %s at offset %s, length %d",
+            failure.error_class,
+            failure.offset,
+            failure.length,
+            extra={
+                "error_class": failure.error_class,
+                "offset": failure.offset,
+                "length": failure.length,
+                "tool_index": index,
+            },
+        )
+        return None, failure
+
+
+_HANDLERS: dict[type, Any] = {
+    TextDelta: ChunkAggregator._text_delta,
+    ThinkingDelta: ChunkAggregator._thinking_delta,
+    RefusalDelta: ChunkAggregator._refusal_delta,
+    ToolCallStart: ChunkAggregator._tool_start,
+    ToolCallDelta: ChunkAggregator._tool_delta,
+    MessageStart: ChunkAggregator._message_start,
+    Usage: ChunkAggregator._usage,
+    Stop: ChunkAggregator._stop,
+    StreamEnd: ChunkAggregator._end,
+    StreamError: ChunkAggregator._error,
+}

@@ -1,0 +1,52 @@
+"""Filling an exchange's audit record from what the exchange saw."""
+
+from __future__ import annotations
+
+from gateway.audit.record import AuditRecord
+from gateway.context import ExchangeContext
+
+
+def complete_record(record: AuditRecord, ctx: ExchangeContext, log_content: bool) -> None:
+    """Stop reason, cut, tool calls, parse failures, usage; called once the aggregate is final."""
+    snapshot = ctx.aggregator.snapshot
+    if ctx.upstream_answered:
+        verdict = ctx.verdict()
+        record.stop_reason = verdict.stop_reason.value
+        record.native_stop_reason = verdict.native_stop_reason
+        record.truncated = verdict.truncated
+        record.cut_reason = verdict.cut_reason
+        record.tool_calls = len(verdict.tool_calls)
+        record.withheld_tool_calls = [{"id": i, "name": n} for i, n in verdict.withheld]
+        if record.stream:
+            record.terminator_seen = snapshot.terminator_seen
+        record.parse_failures = [
+            {
+                "error_class": call.parse_failure.error_class,
+                "offset": call.parse_failure.offset,
+                "length": call.parse_failure.length,
+            }
+            for call in snapshot.tool_calls
+            if call.parse_failure is not None
+        ]
+        usage = snapshot.usage
+        record.input_tokens = usage.input_tokens
+        record.output_tokens = usage.output_tokens
+        record.cache_read_tokens = usage.cache_read_tokens
+        record.cache_creation_tokens = usage.cache_creation_tokens
+    error = snapshot.error
+    if error is not None and record.error_class is None:
+        record.error_class = f"stream_{error.kind}"
+        record.client_aborted = error.kind == "aborted"
+    if log_content:
+        record.content = {
+            "request": ctx.request_body,
+            "response": {
+                "text": snapshot.text,
+                "thinking": snapshot.thinking,
+                "refusal": snapshot.refusal,
+                "tool_calls": [
+                    {"id": c.id, "name": c.name, "arguments": c.arguments}
+                    for c in snapshot.tool_calls
+                ],
+            },
+        }

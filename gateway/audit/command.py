@@ -1,0 +1,213 @@
+"""`gateway audit`: the truncation and stop-reason report, read from the audit store.
+
+    gateway audit [--store URL | --config PATH] [--since 24h] [--by provider|model|route|client]
+                  [--format table|json|csv]
+    gateway audit --truncated [--limit N] [--since 7d] [--format table|json|csv]
+
+`run_audit` is the whole report over an already opened store (what tests call);
+`add_audit_parser` and `main_audit` are the command-line seam `gateway.cli` wires in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import time
+from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
+
+from gateway.audit import render
+from gateway.audit.report import GROUP_BY, parse_since, summarize, truncated_list
+from gateway.audit.store import AuditStore
+
+FORMATS: Final = ("table", "json", "csv")
+DEFAULT_LIMIT: Final = 20
+
+
+async def run_audit(
+    store: AuditStore,
+    *,
+    since: str | None,
+    by: str,
+    fmt: str,
+    truncated: bool,
+    limit: int,
+    now: float | None = None,
+    console_width: int = render.DEFAULT_WIDTH,
+) -> str:
+    """Fetch from an open store and render the report (or, with `truncated`, the cut list).
+
+    `since` is a duration such as `24h` counted back from `now` (default: the current time);
+    None means every record. Bad `since`, `by` or `fmt` values raise ValueError before any fetch.
+    """
+    if by not in GROUP_BY:
+        raise ValueError(f"cannot group by {by!r}: expected one of {', '.join(GROUP_BY)}")
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    start = None if since is None else _window_start(since, now)
+    if truncated:
+        records = await store.fetch(since=start, truncated_only=True, limit=limit)
+        items = truncated_list(records, limit)
+        if fmt == "json":
+            return render.render_truncated_json(items)
+        if fmt == "csv":
+            return render.render_truncated_csv(items)
+        return render.render_truncated_table(items, console_width)
+    summaries = summarize(await store.fetch(since=start), by)
+    if fmt == "json":
+        return render.render_json(summaries)
+    if fmt == "csv":
+        return render.render_csv(summaries)
+    return render.render_table(summaries, by, console_width)
+
+
+def _window_start(since: str, now: float | None) -> float:
+    return (time.time() if now is None else now) - parse_since(since)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `audit` to an `ArgumentParser.add_subparsers()` object; returns the new parser."""
+    audit = subparsers.add_parser(
+        "audit",
+        help="report truncation and stop reasons from the audit store",
+        description="Report truncation and stop reasons per provider, model, route or client "
+        "format, or list the latest cut exchanges, from the audit store.",
+    )
+    audit.add_argument(
+        "--store",
+        metavar="URL",
+        help="audit store, e.g. sqlite:///gateway-audit.db or postgresql://host/db "
+        "(default: [audit] store of the configuration)",
+    )
+    audit.add_argument(
+        "--config", metavar="PATH", help="TOML file (default: $GATEWAY_CONFIG, else built-in)"
+    )
+    audit.add_argument(
+        "--since", metavar="DURATION", help="only the last 90s, 30m, 24h, 7d, 2w (default: all)"
+    )
+    audit.add_argument(
+        "--by", choices=GROUP_BY, default="provider", help="group by (default: provider)"
+    )
+    audit.add_argument(
+        "--format", choices=FORMATS, default="table", help="output format (default: table)"
+    )
+    audit.add_argument(
+        "--truncated", action="store_true", help="list the latest cut exchanges instead"
+    )
+    audit.add_argument(
+        "--limit",
+        type=_positive_int,
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"how many cut exchanges --truncated lists (default: {DEFAULT_LIMIT})",
+    )
+    return audit
+
+
+def redact_url(url: str) -> str:
+    """The store URL without its password, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _store_url(args: argparse.Namespace) -> str:
+    if args.store:
+        return str(args.store)
+    from gateway.settings import load_settings
+
+    return load_settings(args.config, os.environ).audit.store
+
+
+def _terminal_width() -> int:
+    return max(80, min(shutil.get_terminal_size((render.DEFAULT_WIDTH, 24)).columns, 160))
+
+
+async def _open_and_run(url: str, args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(report, None) on success, (None, message) when the store cannot be opened or read."""
+    from gateway.audit.store import open_store  # filled in by the store modules
+
+    shown = redact_url(url)
+    secret = _password(url)
+    try:
+        store = open_store(url)
+        await store.open()
+    except Exception as exc:  # any driver's failure to connect is reported the same way
+        return None, f"cannot open audit store {shown}: {_describe(exc, secret)}"
+    text: str | None = None
+    problem: str | None = None
+    try:
+        text = await run_audit(
+            store,
+            since=args.since,
+            by=args.by,
+            fmt=args.format,
+            truncated=args.truncated,
+            limit=args.limit,
+            console_width=_terminal_width(),
+        )
+    except Exception as exc:
+        problem = f"cannot read audit store {shown}: {_describe(exc, secret)}"
+    try:
+        await store.close()
+    except Exception as exc:
+        problem = problem or f"cannot close audit store {shown}: {_describe(exc, secret)}"
+    return (None, problem) if problem else (text, None)
+
+
+def _password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None
+
+
+def _describe(exc: BaseException, secret: str | None) -> str:
+    """`ClassName: message`, with the store password blotted out should a driver echo it."""
+    text = str(exc)
+    if secret:
+        text = text.replace(secret, "***")
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def main_audit(args: argparse.Namespace) -> int:
+    """Run `gateway audit` from parsed arguments: 0 on success, 2 on a usage or store problem."""
+    from gateway.settings import ConfigError
+
+    if args.since is not None:
+        try:
+            parse_since(args.since)
+        except ValueError as exc:
+            print(f"gateway audit: --since: {exc}", file=sys.stderr)
+            return 2
+    try:
+        url = _store_url(args)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    text, problem = asyncio.run(_open_and_run(url, args))
+    if problem is not None or text is None:
+        print(f"gateway audit: {problem}", file=sys.stderr)
+        return 2
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,220 @@
+"""The audit schema, versioned: numbered migrations applied in order, recorded in `schema_version`.
+
+Each migration holds its statements for both dialects ("sqlite", "postgresql"). A database is at
+the highest version recorded in `schema_version`; opening a store applies the missing migrations
+in one transaction, so a failed migration leaves the database at its previous version.
+
+To change the schema, append a new `Migration(N + 1, ...)` to `MIGRATIONS` (never edit one that
+has shipped) and extend `COLUMNS` when it adds a column: the stores insert and read exactly
+`COLUMNS`, and a test checks that the migrated table and `AuditRecord` agree with it.
+
+`migrate_sqlite` and `migrate_postgresql` take the migration list as a parameter so tests can run
+a longer, test-only list against a database created at an older version.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    import asyncpg
+
+log = logging.getLogger("gateway.audit")
+
+DIALECTS = ("sqlite", "postgresql")
+TABLE = "audit_records"
+
+# Columns holding a bool (INTEGER 0/1 in SQLite, BOOLEAN in PostgreSQL) and JSON (TEXT / JSONB).
+BOOL_COLUMNS = frozenset({"stream", "truncated", "terminator_seen", "client_aborted"})
+JSON_COLUMNS = frozenset({"withheld_tool_calls", "parse_failures", "content"})
+
+# The table's columns at the latest version, in insert order; one per `AuditRecord` field.
+COLUMNS: tuple[str, ...] = (
+    "id",
+    "started_at",
+    "client_format",
+    "stream",
+    "model",
+    "route",
+    "provider",
+    "upstream_model",
+    "first_byte_at",
+    "ended_at",
+    "http_status",
+    "stop_reason",
+    "native_stop_reason",
+    "truncated",
+    "cut_reason",
+    "terminator_seen",
+    "tool_calls",
+    "withheld_tool_calls",
+    "parse_failures",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_creation_tokens",
+    "error_class",
+    "client_aborted",
+    "runaway_streak",
+    "content",
+)
+
+
+class Migration(NamedTuple):
+    version: int
+    description: str
+    statements: Mapping[str, Sequence[str]]  # dialect -> statements, run in order
+
+
+def _audit_records_v1(dialect: str) -> list[str]:
+    pg = dialect == "postgresql"
+    real = "DOUBLE PRECISION" if pg else "REAL"
+    boolean = "BOOLEAN" if pg else "INTEGER"
+    json = "JSONB" if pg else "TEXT"
+    big = "BIGINT" if pg else "INTEGER"
+    false = "FALSE" if pg else "0"
+    return [
+        f"""CREATE TABLE {TABLE} (
+            id TEXT PRIMARY KEY,
+            started_at {real} NOT NULL,
+            client_format TEXT NOT NULL,
+            stream {boolean} NOT NULL,
+            model TEXT NOT NULL DEFAULT '',
+            route TEXT,
+            provider TEXT,
+            upstream_model TEXT,
+            first_byte_at {real},
+            ended_at {real},
+            http_status INTEGER,
+            stop_reason TEXT,
+            native_stop_reason TEXT,
+            truncated {boolean} NOT NULL DEFAULT {false},
+            cut_reason TEXT,
+            terminator_seen {boolean},
+            tool_calls INTEGER NOT NULL DEFAULT 0,
+            withheld_tool_calls {json} NOT NULL DEFAULT '[]',
+            parse_failures {json} NOT NULL DEFAULT '[]',
+            input_tokens {big},
+            output_tokens {big},
+            cache_read_tokens {big},
+            cache_creation_tokens {big},
+            error_class TEXT,
+            client_aborted {boolean} NOT NULL DEFAULT {false},
+            runaway_streak INTEGER,
+            content {json}
+        )""",
+        f"CREATE INDEX {TABLE}_started_at ON {TABLE} (started_at)",
+        f"CREATE INDEX {TABLE}_provider_started_at ON {TABLE} (provider, started_at)",
+    ]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "audit_records with one column per AuditRecord field",
+        {d: _audit_records_v1(d) for d in DIALECTS},
+    ),
+)
+
+LATEST_VERSION = MIGRATIONS[-1].version
+
+_VERSION_TABLE = {
+    "sqlite": """CREATE TABLE IF NOT EXISTS schema_version (
+        version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at REAL NOT NULL)""",
+    "postgresql": """CREATE TABLE IF NOT EXISTS schema_version (
+        version INTEGER PRIMARY KEY, description TEXT NOT NULL,
+        applied_at DOUBLE PRECISION NOT NULL)""",
+}
+
+# pg_advisory_xact_lock key serializing migrations across replicas that start at once
+# (an arbitrary constant: the bytes of "gwaudit1" as a signed 64-bit integer).
+ADVISORY_LOCK_KEY = int.from_bytes(b"gwaudit1", "big", signed=True)
+
+
+class MigrationError(RuntimeError):
+    """The migration list is malformed (unordered versions, a dialect missing)."""
+
+
+def check(migrations: Sequence[Migration]) -> None:
+    """Versions must run 1, 2, 3... and every migration must cover every dialect."""
+    for expected, m in enumerate(migrations, start=1):
+        if m.version != expected:
+            raise MigrationError(f"migration #{expected} has version {m.version}")
+        missing = [d for d in DIALECTS if d not in m.statements]
+        if missing:
+            raise MigrationError(f"migration {m.version} has no statements for {missing}")
+
+
+def pending(current: int, migrations: Sequence[Migration]) -> list[Migration]:
+    """The migrations a database at version `current` still needs, in order."""
+    check(migrations)
+    latest = migrations[-1].version if migrations else 0
+    if current > latest:
+        # A newer replica migrated already; migrations only add, so older code keeps working.
+        log.warning("audit schema is at version %d, newer than this gateway's %d", current, latest)
+    return [m for m in migrations if m.version > current]
+
+
+def migrate_sqlite(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """Bring a SQLite database to the latest version in one transaction; returns the version.
+
+    The connection must be in autocommit mode (`isolation_level=None`): the transaction is
+    explicit, and `BEGIN IMMEDIATE` takes the write lock first so two processes opening the
+    same file at once migrate one after the other.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(_VERSION_TABLE["sqlite"])
+        (current,) = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()
+        todo = pending(current, migrations)
+        for m in todo:
+            for statement in m.statements["sqlite"]:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)",
+                (m.version, m.description, time.time()),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    if todo:
+        log.info("audit schema (sqlite) migrated from version %d to %d", current, todo[-1].version)
+        return todo[-1].version
+    return current
+
+
+async def migrate_postgresql(
+    conn: asyncpg.Connection, migrations: Sequence[Migration] = MIGRATIONS
+) -> int:
+    """Bring a PostgreSQL schema to the latest version in one transaction; returns the version.
+
+    A transaction-scoped advisory lock serializes replicas that start at once: the second one
+    waits, then finds the work done. Tables go to the first schema of the connection's
+    `search_path`.
+    """
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", ADVISORY_LOCK_KEY)
+        await conn.execute(_VERSION_TABLE["postgresql"])
+        current = await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version")
+        todo = pending(current, migrations)
+        for m in todo:
+            for statement in m.statements["postgresql"]:
+                await conn.execute(statement)
+            await conn.execute(
+                "INSERT INTO schema_version (version, description, applied_at) VALUES ($1, $2, $3)",
+                m.version,
+                m.description,
+                time.time(),
+            )
+    if todo:
+        log.info(
+            "audit schema (postgresql) migrated from version %d to %d", current, todo[-1].version
+        )
+        return todo[-1].version
+    return current

@@ -1,0 +1,179 @@
+"""The embedded audit store: one SQLite file in WAL mode, created on first use.
+
+sqlite3 blocks, so every call runs in a worker thread (`asyncio.to_thread`) on one dedicated
+connection. A `threading.Lock` taken inside the worker, not an `asyncio.Lock` around the await,
+guards that connection: a cancelled caller stops waiting but its thread still runs to the end,
+and the next call must not use the connection meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from gateway.audit.migrations import (
+    BOOL_COLUMNS,
+    COLUMNS,
+    JSON_COLUMNS,
+    MIGRATIONS,
+    TABLE,
+    Migration,
+    migrate_sqlite,
+)
+from gateway.audit.record import AuditRecord
+
+T = TypeVar("T")
+
+_INSERT = (
+    f"INSERT OR IGNORE INTO {TABLE} ({', '.join(COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in COLUMNS)})"
+)
+_SELECT = f"SELECT {', '.join(COLUMNS)} FROM {TABLE}"
+
+
+def encode(record: AuditRecord) -> tuple[Any, ...]:
+    """One row in `COLUMNS` order: bools as 0/1, lists and dicts as JSON text, None as NULL."""
+    row: list[Any] = []
+    for name in COLUMNS:
+        value = getattr(record, name)
+        if value is not None and name in BOOL_COLUMNS:
+            value = int(value)
+        elif value is not None and name in JSON_COLUMNS:
+            value = orjson.dumps(value).decode()
+        row.append(value)
+    return tuple(row)
+
+
+def decode(row: Sequence[Any]) -> AuditRecord:
+    values: dict[str, Any] = {}
+    for name, value in zip(COLUMNS, row, strict=True):
+        if value is not None and name in BOOL_COLUMNS:
+            value = bool(value)
+        elif value is not None and name in JSON_COLUMNS:
+            value = orjson.loads(value)
+        values[name] = value
+    return AuditRecord(**values)
+
+
+def _enable_wal(conn: sqlite3.Connection, patience: float = 30.0) -> None:
+    """Switch the file to WAL (persistent, so once per file), waiting out other openers.
+
+    Changing the journal mode answers SQLITE_BUSY at once, without the busy timeout, while
+    another connection holds the file (several processes opening it together): so retry here.
+    """
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+        time.sleep(0.01)
+
+
+class SQLiteStore:
+    """`AuditStore` on a SQLite file; `path` and its parent directory are created on open."""
+
+    def __init__(self, path: str | Path, *, migrations: Sequence[Migration] = MIGRATIONS) -> None:
+        self.path = Path(path)
+        self.url = f"sqlite:///{path}"
+        self._migrations = migrations
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    async def open(self) -> None:
+        await asyncio.to_thread(self._locked, self._open)
+
+    async def write(self, records: Sequence[AuditRecord]) -> None:
+        if not records:
+            return
+        rows = [encode(r) for r in records]
+        await asyncio.to_thread(self._opened, self._write, rows)
+
+    async def fetch(
+        self, since: float | None = None, truncated_only: bool = False, limit: int | None = None
+    ) -> list[AuditRecord]:
+        where: list[str] = []
+        params: list[Any] = []
+        if since is not None:
+            where.append("started_at >= ?")
+            params.append(since)
+        if truncated_only:
+            where.append("truncated = 1")
+        sql = _SELECT
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY started_at DESC, id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows = await asyncio.to_thread(self._opened, self._query, sql, params)
+        return [decode(row) for row in rows]
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._locked, self._close)
+
+    # --- in the worker thread, under the lock ---------------------------------------------------
+
+    def _locked(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._lock:
+            return fn(*args)
+
+    def _opened(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._lock:
+            self._open()  # first use opens, so a store works without an explicit open()
+            return fn(*args)
+
+    def _open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"audit store {self.url} is closed")
+        if self._conn is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE ... COMMIT).
+        conn = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=30.0
+        )
+        try:
+            _enable_wal(conn)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            migrate_sqlite(conn, self._migrations)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def _write(self, rows: list[tuple[Any, ...]]) -> None:
+        assert self._conn is not None
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._conn.executemany(_INSERT, rows)
+            self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
+
+    def _query(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        assert self._conn is not None
+        return self._conn.execute(sql, params).fetchall()
+
+    def _close(self) -> None:
+        self._closed = True
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            # Fold the WAL back into the main file so the file alone is the whole trail.
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()

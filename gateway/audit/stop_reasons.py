@@ -1,0 +1,82 @@
+"""Stop-reason tables: each wire's native values to the normalized set and back.
+
+An unknown native value is UNKNOWN, never STOP; the native string always travels beside it.
+"""
+
+from __future__ import annotations
+
+from gateway.events import StopReason
+
+S = StopReason
+
+OPENAI_NATIVE: dict[str, StopReason] = {
+    "stop": S.STOP,
+    "length": S.LENGTH,
+    "tool_calls": S.TOOL_CALLS,
+    "function_call": S.TOOL_CALLS,
+    "content_filter": S.CONTENT_FILTER,
+    # OpenAI-compatible servers (PROTOCOLS.md §d)
+    "model_length": S.CONTEXT_WINDOW,  # Mistral
+    "abort": S.ABORTED,  # vLLM
+    "error": S.ERROR,  # vLLM, Mistral
+    "insufficient_system_resource": S.ERROR,  # DeepSeek
+    "end_turn": S.STOP,  # xAI and others
+}
+
+ANTHROPIC_NATIVE: dict[str, StopReason] = {
+    "end_turn": S.STOP,
+    "tool_use": S.TOOL_CALLS,
+    "max_tokens": S.LENGTH,
+    "stop_sequence": S.STOP_SEQUENCE,
+    "refusal": S.REFUSAL,
+    "pause_turn": S.PAUSE,
+    "model_context_window_exceeded": S.CONTEXT_WINDOW,
+}
+
+TO_OPENAI: dict[StopReason, str] = {
+    S.STOP: "stop",
+    S.TOOL_CALLS: "tool_calls",
+    S.LENGTH: "length",
+    S.STOP_SEQUENCE: "stop",
+    S.CONTENT_FILTER: "content_filter",
+    S.REFUSAL: "content_filter",
+    S.PAUSE: "stop",
+    S.CONTEXT_WINDOW: "length",
+    S.MALFORMED: "stop",
+    S.UNKNOWN: "stop",
+}
+
+TO_ANTHROPIC: dict[StopReason, str] = {
+    S.STOP: "end_turn",
+    S.TOOL_CALLS: "tool_use",
+    S.LENGTH: "max_tokens",
+    S.STOP_SEQUENCE: "stop_sequence",
+    S.CONTENT_FILTER: "refusal",
+    S.REFUSAL: "refusal",
+    S.PAUSE: "pause_turn",
+    S.CONTEXT_WINDOW: "model_context_window_exceeded",
+    S.MALFORMED: "end_turn",
+    S.UNKNOWN: "end_turn",
+}
+
+
+def from_openai(native: str | None) -> StopReason:
+    return OPENAI_NATIVE.get(native, S.UNKNOWN) if native else S.UNKNOWN
+
+
+def from_anthropic(native: str | None) -> StopReason:
+    return ANTHROPIC_NATIVE.get(native, S.UNKNOWN) if native else S.UNKNOWN
+
+
+def to_openai(reason: StopReason, has_tool_calls: bool) -> str:
+    if reason is S.UNKNOWN and has_tool_calls:
+        return "tool_calls"
+    return TO_OPENAI.get(reason, "stop")
+
+
+def to_anthropic(reason: StopReason, has_tool_calls: bool, stop_sequence: str | None) -> str:
+    if reason is S.UNKNOWN and has_tool_calls:
+        return "tool_use"
+    if reason is S.STOP_SEQUENCE and stop_sequence is None:
+        return "end_turn"  # Anthropic clients expect the matched string beside stop_sequence
+    return TO_ANTHROPIC.get(reason, "end_turn")

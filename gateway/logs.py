@@ -1,0 +1,49 @@
+"""Structured logs: one JSON object per line on stderr.
+
+Fields given through `extra=` become top-level keys; the standard LogRecord attributes other
+than the time, level, logger and message are left out. Nothing here adds content of its own:
+what a log line holds is what its call site put there, and call sites never pass message text,
+tool arguments or credentials (exception messages included: they can quote request data).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+import orjson
+
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and not key.startswith("_"):
+                line[key] = value
+        if record.exc_info and record.exc_info[0] is not None:
+            line["exception_class"] = record.exc_info[0].__name__
+        return orjson.dumps(line, default=str).decode()
+
+
+def configure(level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # aiohttp's access log would repeat each exchange without the audit fields
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -1,0 +1,108 @@
+"""Prometheus metrics, on a registry of the app's own (no module-level state).
+
+Every counter moves once per exchange, from its finished audit record, so `/metrics` and the
+audit trail always agree. Models that no route matched count under "-", so a client inventing
+names cannot grow the label set.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from gateway.audit.record import AuditRecord
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+CLIENT_CAUSED = frozenset({"stream_aborted"})
+
+
+def is_upstream_error(error_class: str | None) -> bool:
+    if not error_class or error_class in CLIENT_CAUSED:
+        return False
+    return error_class.startswith(("Upstream", "StreamBroken", "stream_"))
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.requests = Counter(
+            "gateway_requests",
+            "Exchanges by provider, model, client format and stop reason",
+            ["provider", "model", "client_format", "stop_reason"],
+            registry=r,
+        )
+        self.truncated = Counter(
+            "gateway_truncated_exchanges",
+            "Cut exchanges by why they count as cut",
+            ["provider", "model", "cut_reason"],
+            registry=r,
+        )
+        self.withheld = Counter(
+            "gateway_withheld_tool_calls",
+            "Tool calls of cut responses not delivered",
+            ["provider", "model"],
+            registry=r,
+        )
+        self.parse_failures = Counter(
+            "gateway_tool_argument_parse_failures",
+            "Tool-call arguments that were not JSON",
+            ["provider", "model"],
+            registry=r,
+        )
+        self.upstream_errors = Counter(
+            "gateway_upstream_errors",
+            "Upstream failures by error class",
+            ["provider", "error_class"],
+            registry=r,
+        )
+        self.runaway = Counter(
+            "gateway_runaway_suspected",
+            "Requests whose conversation repeats one tool call",
+            ["provider", "model"],
+            registry=r,
+        )
+        self.ttfb = Histogram(
+            "gateway_time_to_first_byte_seconds",
+            "Request start to first byte to the client",
+            ["provider"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.duration = Histogram(
+            "gateway_request_duration_seconds",
+            "Request start to end of the response",
+            ["provider"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.in_flight = Gauge("gateway_in_flight_exchanges", "Exchanges in progress", registry=r)
+        self.queue_depth = Gauge(
+            "gateway_audit_queue_depth", "Audit records waiting for the writer", registry=r
+        )
+        self.backpressure = Counter(
+            "gateway_audit_backpressure_events",
+            "Times an exchange waited because the audit queue was full",
+            registry=r,
+        )
+
+    def observe(self, record: AuditRecord) -> None:
+        provider = record.provider or "-"
+        model = record.model if record.route is not None else "-"
+        stop = record.stop_reason or "none"
+        self.requests.labels(provider, model, record.client_format, stop).inc()
+        if record.truncated:
+            self.truncated.labels(provider, model, record.cut_reason or "unknown").inc()
+        if record.withheld_tool_calls:
+            self.withheld.labels(provider, model).inc(len(record.withheld_tool_calls))
+        if record.parse_failures:
+            self.parse_failures.labels(provider, model).inc(len(record.parse_failures))
+        if is_upstream_error(record.error_class):
+            self.upstream_errors.labels(provider, record.error_class).inc()
+        if record.runaway_streak:
+            self.runaway.labels(provider, model).inc()
+        if record.ttfb_ms is not None:
+            self.ttfb.labels(provider).observe(record.ttfb_ms / 1000)
+        if record.total_ms is not None:
+            self.duration.labels(provider).observe(record.total_ms / 1000)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,40 @@
+"""Where a finished exchange goes: metrics, one structured log line, the audit writer."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from gateway.audit.record import AuditRecord
+from gateway.audit.writer import AuditWriter
+from gateway.metrics import GatewayMetrics
+
+log = logging.getLogger("gateway.exchange")
+
+
+def log_fields(record: AuditRecord) -> dict[str, Any]:
+    fields = record.as_dict()
+    if fields.get("content") is None:
+        fields.pop("content", None)
+    fields["ttfb_ms"] = None if record.ttfb_ms is None else round(record.ttfb_ms, 3)
+    fields["total_ms"] = None if record.total_ms is None else round(record.total_ms, 3)
+    return fields
+
+
+class ExchangeObserver:
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self.metrics = metrics
+        self.writer: AuditWriter | None = None  # set once the store is open
+        self.in_flight = 0
+
+    def started(self) -> None:
+        self.in_flight += 1
+        self.metrics.in_flight.set(self.in_flight)
+
+    async def finished(self, record: AuditRecord) -> None:
+        self.in_flight -= 1
+        self.metrics.in_flight.set(self.in_flight)
+        self.metrics.observe(record)
+        log.info("exchange", extra=log_fields(record))
+        if self.writer is not None:
+            await self.writer.submit(record)

@@ -344,10 +344,11 @@ def render_truncated_table(
         return "no truncated exchanges in this window\n"
     table = _table(f"latest {len(items)} truncated exchanges")
     table.add_column("time (UTC)", no_wrap=True)
-    table.add_column("id", overflow="fold")
-    table.add_column("provider", overflow="fold")
-    table.add_column("model", overflow="fold")
-    table.add_column("why", overflow="fold")
+    # The cells a reader scans stay whole; the id is cut short (JSON and CSV carry it whole).
+    table.add_column("id", overflow="ellipsis", no_wrap=True, max_width=14)
+    table.add_column("provider", no_wrap=True)
+    table.add_column("model", no_wrap=True)
+    table.add_column("why", no_wrap=True)
     table.add_column("withheld tools", overflow="fold")
     for t in items:
         table.add_row(

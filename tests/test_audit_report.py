@@ -698,9 +698,15 @@ def test_parser_defaults_and_choices(capsys: pytest.CaptureFixture[str]) -> None
 
 
 @pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[MemoryStore]:
-    """Replace `open_store` with one handing out in-memory stores; the list collects them."""
+def opened(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[MemoryStore]:
+    """Replace `open_store` with one handing out in-memory stores; the list collects them.
+
+    The SQLite files the tests name exist (empty) in the working directory: `gateway audit`
+    refuses to read a store that is not there."""
     stores: list[MemoryStore] = []
+    monkeypatch.chdir(tmp_path)
+    for name in ("x.db", "from-config.db", "gateway-audit.db"):
+        (tmp_path / name).touch()
 
     def fake_open_store(url: str) -> MemoryStore:
         store = MemoryStore(records(), url)
@@ -742,6 +748,15 @@ def test_main_audit_default_store_from_config(
         "sqlite:///gateway-audit.db",  # the built-in default
     ]
     capsys.readouterr()
+
+
+def test_main_audit_refuses_a_missing_sqlite_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main_audit(parse(["--store", "sqlite:///absent.db"])) == 2
+    assert "no audit store at sqlite:///absent.db" in capsys.readouterr().err
+    assert not (tmp_path / "absent.db").exists()
 
 
 def test_main_audit_bad_since(

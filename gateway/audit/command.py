@@ -144,10 +144,13 @@ def _terminal_width() -> int:
 
 async def _open_and_run(url: str, args: argparse.Namespace) -> tuple[str | None, str | None]:
     """(report, None) on success, (None, message) when the store cannot be opened or read."""
-    from gateway.audit.store import open_store  # filled in by the store modules
+    from gateway.audit.store import open_store, sqlite_path
 
     shown = redact_url(url)
     secret = _password(url)
+    if url.startswith("sqlite:") and not os.path.exists(sqlite_path(url)):
+        # Reading must not create an empty trail where the user expected one.
+        return None, f"no audit store at {shown} (the gateway creates it on first use)"
     try:
         store = open_store(url)
         await store.open()

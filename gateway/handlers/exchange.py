@@ -109,6 +109,8 @@ async def serve(spec: ClientSpec, gateway: Gateway, request: web.Request) -> web
         if record.first_byte_at is None and response is not None:
             record.first_byte_at = record.ended_at
         record.http_status = response.status if response is not None else 499
+        if request.transport is None or request.transport.is_closing():
+            record.client_aborted = True  # the client left before its answer was sent
         if ctx.upstream_answered or ctx.aggregator.error is not None:
             complete_record(record, ctx, gateway.settings.audit.log_content)
         await asyncio.shield(gateway.observer.finished(record))

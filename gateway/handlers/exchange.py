@@ -211,7 +211,6 @@ class _StreamRun:
         request: web.Request,
         model: str,
     ) -> None:
-        self.spec = spec
         self.ctx = ctx
         self.request = request
         self.decoder = STREAM_DECODERS[provider.wire]()

@@ -41,6 +41,7 @@ class AuditWriter:
         on_backpressure: Callable[[], object] | None = None,
         retry_initial: float = 0.05,
         retry_max: float = 5.0,
+        linger: float = 0.02,
     ) -> None:
         if max_queue < 1 or batch_size < 1:
             raise ValueError("max_queue and batch_size must be at least 1")
@@ -51,6 +52,10 @@ class AuditWriter:
         self._on_backpressure = on_backpressure
         self._retry_initial = retry_initial
         self._retry_max = retry_max
+        # At low traffic each record would be a transaction of its own; waiting this long for
+        # company after the first one turns them into batches (a record is durable <= linger
+        # later; close() never waits for it).
+        self._linger = linger
         self._pending = 0
         self._blocked = 0  # submits waiting for room
         self._unblocked = asyncio.Event()
@@ -124,6 +129,8 @@ class AuditWriter:
                 return
             batch = [first]
             stop = False
+            if self._linger and self._queue.empty() and not self._closing:
+                await asyncio.sleep(self._linger)
             while len(batch) < self._batch_size:
                 try:
                     item = self._queue.get_nowait()

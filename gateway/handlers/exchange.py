@@ -179,9 +179,9 @@ async def _whole(
             raise TypeError("not an object")
         events = BODY_DECODERS[provider.wire](upstream)
     except (ValueError, TypeError, AttributeError) as exc:
-        raise UpstreamProtocolError(
-            f"The upstream's response is not a valid {provider.wire} body ({type(exc).__name__})"
-        ) from None
+        message = f"The upstream's response is not a valid {provider.wire} body"
+        ctx.aggregator.handle(StreamError("protocol", message))  # the record: cut, not unknown
+        raise UpstreamProtocolError(f"{message} ({type(exc).__name__})") from None
     agg = ctx.aggregator
     for event in events:
         agg.handle(event)

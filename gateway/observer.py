@@ -7,7 +7,7 @@ from typing import Any
 
 from gateway.audit.record import AuditRecord
 from gateway.audit.writer import AuditWriter
-from gateway.metrics import GatewayMetrics
+from gateway.metrics import GatewayMetrics, is_upstream_error
 
 log = logging.getLogger("gateway.exchange")
 
@@ -35,6 +35,18 @@ class ExchangeObserver:
         self.in_flight -= 1
         self.metrics.in_flight.set(self.in_flight)
         self.metrics.observe(record)
+        if is_upstream_error(record.error_class):
+            log.warning(
+                "upstream error: %s (HTTP %s)",
+                record.error_class,
+                record.http_status,
+                extra={
+                    "request_id": record.id,
+                    "provider": record.provider,
+                    "error_class": record.error_class,
+                    "http_status": record.http_status,
+                },
+            )
         log.info("exchange", extra=log_fields(record))
         if self.writer is not None:
             await self.writer.submit(record)

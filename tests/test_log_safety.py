@@ -7,8 +7,10 @@ offset and the length; no captured record (message, args, extra fields) holds th
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
+import openai
 import orjson
 import pytest
 
@@ -17,6 +19,7 @@ from gateway.normalize.aggregate import ChunkAggregator
 from tests.conftest import UPSTREAM_ANTHROPIC_KEY, UPSTREAM_OPENAI_KEY, openai_client
 from tests.fixtures_util import replay
 from tests.scenarios import Answer, Tool, script_for
+from tests.upstream import Script
 
 TOKEN = "sk-SECRET-TOKEN-123"
 CUT = '{"key": "' + TOKEN + '", "note": "cut he'
@@ -169,3 +172,34 @@ def test_end_to_end_streaming_exchange_logs_no_secret(stack, upstream, unique_mo
     assert not any(c.choices and c.choices[0].delta.tool_calls for c in chunks)
     assert upstream.last(model).headers.get("x-api-key") == UPSTREAM_ANTHROPIC_KEY
     assert_no_secret(caplog, SECRETS)
+
+
+def test_upstream_error_gets_a_json_warning_with_class_and_status(
+    stack, upstream, unique_model, caplog
+):
+    """An upstream failure is one warning naming the error class and status, never its text."""
+    model = unique_model("oa")
+    body = b'{"error": {"message": "boom sk-SECRET-TOKEN-123", "type": "server_error"}}'
+    upstream.script(model, Script(status=503, body=body))
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(openai.InternalServerError):
+        openai_client(stack).chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hi"}]
+        )
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not _upstream_warnings(caplog):
+        time.sleep(0.02)
+    (warning,) = _upstream_warnings(caplog)
+    assert warning.getMessage() == "upstream error: UpstreamStatusError (HTTP 503)"
+    assert (warning.error_class, warning.http_status, warning.provider) == (
+        "UpstreamStatusError",
+        503,
+        "openai",
+    )
+    assert "sk-SECRET-TOKEN-123" not in caplog.text
+
+
+def _upstream_warnings(caplog):
+    return [
+        r for r in caplog.records if r.name == "gateway.exchange" and r.levelno == logging.WARNING
+    ]

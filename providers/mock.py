@@ -4,6 +4,8 @@ No network and no sockets. Each scenario is one small function building the list
 api.anthropic.com would send; one encoder turns that list into SSE frames (streaming) or folds it
 into the Message body (non-streaming), so the two forms can never disagree. The scenario is the
 request's model minus a leading "mock-" (`mock-tool` -> `tool`); an unknown name gets `text`.
+`mock-agent` answers from the conversation, for agent loops: it calls the first tool given until
+the last user message holds a tool_result, then quotes that result's first line (end_turn).
 
     provider = MockProvider()
     reply = await provider.send(ProviderRequest(body=b'{"model": "mock-tool", ...}', stream=True))
@@ -52,6 +54,7 @@ class _Ask:
     stop_sequences: tuple[str, ...]
     max_tokens: int | None
     input_tokens: int
+    tool_result: str | None = None  # first line of a tool_result in the last user message
 
 
 def _read_request(body: bytes, default_model: str) -> _Ask:
@@ -71,7 +74,23 @@ def _read_request(body: bytes, default_model: str) -> _Ask:
         stop_sequences=tuple(s for s in stops if isinstance(s, str)),
         max_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
         input_tokens=max(1, len(body) // 4),
+        tool_result=_last_tool_result(data.get("messages")),
     )
+
+
+def _last_tool_result(messages: Any) -> str | None:
+    """The first line of the first tool_result in the last user message, if it holds one."""
+    messages = messages if isinstance(messages, list) else []
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            result = block.get("content")
+            if isinstance(result, list):
+                texts = [b.get("text") for b in result if isinstance(b, dict)]
+                result = "\n".join(t for t in texts if isinstance(t, str))
+            return result.split("\n", 1)[0] if isinstance(result, str) else ""
+    return None
 
 
 def _pieces(text: str, words: int = 3) -> list[str]:
@@ -212,6 +231,13 @@ def _s_thinking(ask: _Ask) -> list[Event]:
     return _message(ask, [*_thinking(0, reasoning), *_text(1, _HELLO)], "end_turn")
 
 
+def _s_agent(ask: _Ask) -> list[Event]:
+    """One step of a one-tool agent: call the first tool, then quote what it answered."""
+    if ask.tool_result is None:
+        return _message(ask, _tool(0, _tool_name(ask, 0), _PARIS), "tool_use")
+    return _message(ask, _text(0, f'The tool answered: "{ask.tool_result}"'), "end_turn")
+
+
 def _ending(stop_reason: str) -> Callable[[_Ask], list[Event]]:
     def scenario(ask: _Ask) -> list[Event]:
         return _message(ask, _text(0, f"This turn ends with {stop_reason}."), stop_reason)
@@ -235,11 +261,15 @@ _SCENARIOS: dict[str, Callable[[_Ask], list[Event]]] = {
     "thinking": _s_thinking,
 }
 SCENARIOS: tuple[str, ...] = tuple(_SCENARIOS)
+# Scenarios whose answer depends on the conversation so far, for agent loops (`mock-agent`).
+_CONVERSATION_SCENARIOS: dict[str, Callable[[_Ask], list[Event]]] = {"agent": _s_agent}
+CONVERSATION_SCENARIOS: tuple[str, ...] = tuple(_CONVERSATION_SCENARIOS)
+_ALL_SCENARIOS = {**_SCENARIOS, **_CONVERSATION_SCENARIOS}
 
 
 def scenario_for(model: str) -> str:
     name = model.removeprefix("mock-")
-    return name if name in _SCENARIOS else "text"
+    return name if name in _ALL_SCENARIOS else "text"
 
 
 # --- the encoder -----------------------------------------------------------------------------
@@ -344,7 +374,7 @@ class MockProvider:
             ask = _read_request(request.body, default_model=self.name)
         except ValueError as exc:
             return _error_reply({"type": "invalid_request_error", "message": str(exc)})
-        return _encode(_SCENARIOS[scenario_for(ask.model)](ask), request.stream)
+        return _encode(_ALL_SCENARIOS[scenario_for(ask.model)](ask), request.stream)
 
     async def close(self) -> None:
         pass

@@ -8,13 +8,14 @@ import orjson
 from aiohttp import web
 
 from gateway.settings import Settings
-from providers.mock import SCENARIOS
+from providers.mock import CONVERSATION_SCENARIOS, SCENARIOS
 
 
 def model_names(settings: Settings) -> list[str]:
     names = settings.model_names()
     if any(p.kind == "mock" for p in settings.providers.values()):
-        names += [f"mock-{s}" for s in SCENARIOS if f"mock-{s}" not in names]
+        scenarios = (*SCENARIOS, *CONVERSATION_SCENARIOS)
+        names += [f"mock-{s}" for s in scenarios if f"mock-{s}" not in names]
     return names
 
 

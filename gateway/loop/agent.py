@@ -1,0 +1,448 @@
+"""The agent loop: ask the model, run its tool calls, repeat until a turn ends the run.
+
+    loop = AgentLoop(model, [weather], limits=Limits(max_turns=10))
+    result = await loop.run("What's the weather in Paris?")
+
+How each model turn ends the iteration (`_OUTCOMES`, one row per stop reason):
+
+    STOP, TOOL_CALLS, UNKNOWN  run the tool calls and continue; without calls, COMPLETED
+    LENGTH                     cut: refuse the calls and continue (policy `refuse`), or end
+                               TRUNCATED (`end`); without calls, a cut final answer: the marker
+                               is appended, TRUNCATED, no error
+    CONTEXT_WINDOW             cut, always ends TRUNCATED: continuing only grows the context
+    REFUSAL, CONTENT_FILTER    REFUSED
+    ERROR, ABORTED, MALFORMED  ERROR (a failed call, a broken stream, an unusable response)
+    STOP_SEQUENCE              COMPLETED: the answer ended at a stop sequence the caller set
+    PAUSE                      continue: the paused turn's text is sent back so the model resumes
+
+Only the first row runs tool calls. A refused call is shown to the model as a call with empty
+arguments (its own arguments are not trusted) answered by an error result, so the history is
+valid on both wires and the same under the gateway's `withhold` and `pass` policies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from gateway.loop.errors import (
+    CallInterrupted,
+    InterruptedLoopError,
+    LoopError,
+    MaxTurnsError,
+    RefusedError,
+    RunawayError,
+    TruncatedError,
+    TurnError,
+    WallClockError,
+)
+from gateway.loop.guards import RunawayGuard, StallGuard
+from gateway.loop.messages import AssistantMessage, Message, ToolResult, UserMessage
+from gateway.loop.model import ModelClient, ModelRequest
+from gateway.loop.result import CompletionReason, Iteration, LoopResult
+from gateway.loop.tools import (
+    ABORTED_RESULT,
+    CANCELLED_RESULT,
+    CUT_CALL_RESULT,
+    Hooks,
+    Tool,
+    Toolbox,
+    error_result,
+)
+from gateway.loop.turn import StopReason, ToolCall, Turn, WithheldCall
+
+T = TypeVar("T")
+R = CompletionReason
+TRUNCATION_MARKER = "[System: response truncated at max_tokens]"
+
+
+class CutPolicy(enum.StrEnum):
+    """What a response cut at max tokens does with its tool calls."""
+
+    REFUSE = "refuse"  # answer each with an error result and continue (the default)
+    END = "end"  # end the run TRUNCATED without running them
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """`max_turns`: model turns per conversation (None: no limit but the others). `wall_clock`:
+    seconds for the whole run, retry included. `max_steps` and `max_identical_calls`: the runaway
+    guard. `max_stalled_iterations`: the stalled-iteration guard."""
+
+    max_turns: int | None = None
+    wall_clock: float | None = None
+    max_steps: int = 256
+    max_identical_calls: int = 4
+    max_stalled_iterations: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns", "max_steps", "max_identical_calls", "max_stalled_iterations"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"Limits.{name} must be at least 1, not {value}")
+        if self.wall_clock is not None and self.wall_clock <= 0:
+            raise ValueError(f"Limits.wall_clock must be positive, not {self.wall_clock}")
+
+
+class _Kind(enum.Enum):
+    RUN = "run"
+    CUT = "cut"
+    CONTINUE = "continue"
+    FINAL = "final"
+    REFUSED = "refused"
+    FAILED = "failed"
+
+
+_OUTCOMES: dict[StopReason, _Kind] = {
+    StopReason.STOP: _Kind.RUN,
+    StopReason.TOOL_CALLS: _Kind.RUN,
+    StopReason.UNKNOWN: _Kind.RUN,
+    StopReason.LENGTH: _Kind.CUT,
+    StopReason.CONTEXT_WINDOW: _Kind.CUT,
+    StopReason.REFUSAL: _Kind.REFUSED,
+    StopReason.CONTENT_FILTER: _Kind.REFUSED,
+    StopReason.ERROR: _Kind.FAILED,
+    StopReason.ABORTED: _Kind.FAILED,
+    StopReason.MALFORMED: _Kind.FAILED,
+    StopReason.STOP_SEQUENCE: _Kind.FINAL,
+    StopReason.PAUSE: _Kind.CONTINUE,
+}
+
+
+@dataclass(slots=True)
+class _End:
+    """How one attempt ended; `text` overrides the last turn's text (the marked cut answer)."""
+
+    reason: CompletionReason
+    error: LoopError | None = None
+    text: str | None = None
+
+
+_Step = _End | Iteration  # the run ends, or the iteration goes on to the checkpoint
+
+
+class _Interrupted(Exception):
+    def __init__(self, end: _End) -> None:
+        super().__init__(end.reason)
+        self.end = end
+
+
+class _Watch:
+    """The cancellation signal and the deadline: checked between steps, and raced against every
+    wait (model call, tool, hook) so neither waits for a slow answer."""
+
+    def __init__(self, cancel: asyncio.Event | None, wall_clock: float | None) -> None:
+        self.cancel = cancel
+        self.wall_clock = wall_clock
+        loop = asyncio.get_running_loop()
+        self.deadline = None if wall_clock is None else loop.time() + wall_clock
+
+    def stopped(self) -> _End | None:
+        if self.cancel is not None and self.cancel.is_set():
+            return _End(R.INTERRUPTED, InterruptedLoopError("the run was cancelled"))
+        if self.deadline is not None and asyncio.get_running_loop().time() >= self.deadline:
+            message = f"the run exceeded its wall-clock limit of {self.wall_clock} s"
+            return _End(R.TIMED_OUT, WallClockError(message))
+        return None
+
+    async def run(self, awaitable: Awaitable[T]) -> T:
+        if self.cancel is None and self.deadline is None:
+            return await awaitable
+        task = asyncio.ensure_future(awaitable)
+        waiters: set[asyncio.Future[Any]] = {task}
+        stopper = asyncio.ensure_future(self.cancel.wait()) if self.cancel is not None else None
+        if stopper is not None:
+            waiters.add(stopper)
+        timeout = None
+        if self.deadline is not None:
+            timeout = max(0.0, self.deadline - asyncio.get_running_loop().time())
+        try:
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if stopper is not None:
+                stopper.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if not task.cancelled():
+            return task.result()
+        raise _Interrupted(self.stopped() or _End(R.INTERRUPTED, InterruptedLoopError("cancelled")))
+
+
+def _marked(text: str) -> str:
+    return f"{text}\n\n{TRUNCATION_MARKER}" if text else TRUNCATION_MARKER
+
+
+class _Attempt:
+    """One conversation: its history, its guards and its turn count."""
+
+    def __init__(
+        self,
+        loop: AgentLoop,
+        watch: _Watch,
+        number: int,
+        start: Sequence[Message],
+        record: list[Iteration],
+    ) -> None:
+        self.loop = loop
+        self.watch = watch
+        self.number = number
+        self.messages: list[Message] = list(start)
+        self.record = record
+        self.stall = StallGuard(loop.limits.max_stalled_iterations)
+        self.runaway = RunawayGuard(loop.limits.max_steps, loop.limits.max_identical_calls)
+        self.turns = 0
+
+    async def run(self) -> _End:
+        while True:
+            end = self.watch.stopped()
+            if end is not None:
+                return end
+            request = ModelRequest(tuple(self.messages), self.loop.toolbox.tools, self.loop.system)
+            try:
+                turn = await self.watch.run(self.loop.model.complete(request))
+            except _Interrupted as stop:
+                failed = Turn.failed(CallInterrupted("the run stopped while the model answered"))
+                self.record.append(Iteration(self.number, failed))
+                return stop.end
+            self.turns += 1
+            outcome = await _HANDLERS[_OUTCOMES[turn.stop_reason]](self, turn)
+            if isinstance(outcome, _End):
+                return outcome
+            end = self._checkpoint(outcome)
+            if end is not None:
+                return end
+
+    def _checkpoint(self, iteration: Iteration) -> _End | None:
+        """The turn's own ending continues the loop; only now, in this order: the cancellation
+        signal and the wall clock (so a cancelled iteration is never counted as stalled), the
+        stalled-iteration guard, then max_turns."""
+        end = self.watch.stopped()
+        if end is not None:
+            return end
+        stalled = self.stall.record(iteration.stalled, iteration.refused_cut)
+        if stalled is not None:
+            return _End(R.ERROR, stalled)
+        return self._turn_limit()
+
+    def _turn_limit(self) -> _End | None:
+        limit = self.loop.limits.max_turns
+        if limit is None or self.turns < limit:
+            return None
+        message = f"the task needs more than max_turns = {limit} model turns"
+        return _End(R.MAX_TURNS, MaxTurnsError(message, limit))
+
+    # --- one handler per turn outcome ---------------------------------------------------------
+
+    async def _run(self, turn: Turn) -> _Step:
+        if not turn.tool_calls:
+            return self._finish(turn, R.COMPLETED)
+        results, end = await self._run_calls(turn.tool_calls)
+        return self._settle(turn, turn.tool_calls, results, end, refused_cut=False)
+
+    async def _cut(self, turn: Turn) -> _Step:
+        announced = turn.announced_calls
+        marker = turn.stop_reason is StopReason.LENGTH
+        if not announced:
+            return self._finish(turn, R.TRUNCATED, marker=marker)
+        if marker and self.loop.cut_policy is CutPolicy.REFUSE:
+            results, end = self._refuse(announced)
+            shown = tuple(ToolCall.not_run(call.id, call.name) for call in announced)
+            return self._settle(turn, shown, results, end, refused_cut=True)
+        self.record.append(Iteration(self.number, turn))
+        message = (
+            f"the response was cut ({turn.stop_reason.value}) and its {len(announced)} "
+            "tool call(s) were not run"
+        )
+        text = _marked(turn.text) if marker else turn.text
+        return _End(R.TRUNCATED, TruncatedError(message, turn, announced), text)
+
+    async def _continue(self, turn: Turn) -> _Step:
+        iteration = Iteration(self.number, turn)
+        self.record.append(iteration)
+        if turn.text:
+            self.messages.append(AssistantMessage(turn.text))
+        return iteration
+
+    async def _final(self, turn: Turn) -> _Step:
+        return self._finish(turn, R.COMPLETED)
+
+    async def _refused(self, turn: Turn) -> _Step:
+        self.record.append(Iteration(self.number, turn))
+        message = f"the model refused ({turn.stop_reason.value}: {turn.native_stop_reason})"
+        return _End(R.REFUSED, RefusedError(message, turn))
+
+    async def _failed(self, turn: Turn) -> _Step:
+        self.record.append(Iteration(self.number, turn))
+        if turn.error is not None:
+            message = f"the model turn failed ({turn.error.type}): {turn.error.message}"
+        else:
+            message = (
+                f"the model turn ended in {turn.stop_reason.value} ({turn.native_stop_reason})"
+            )
+        return _End(R.ERROR, TurnError(message, turn))
+
+    # --- tool calls ---------------------------------------------------------------------------
+
+    def _finish(self, turn: Turn, reason: CompletionReason, *, marker: bool = False) -> _End:
+        self.record.append(Iteration(self.number, turn))
+        if turn.text:
+            self.messages.append(AssistantMessage(turn.text))
+        return _End(reason, None, _marked(turn.text) if marker else None)
+
+    def _refuse(self, announced: tuple[WithheldCall, ...]) -> tuple[list[ToolResult], _End | None]:
+        results: list[ToolResult] = []
+        for call in announced:
+            tripped = self.runaway.step(None, call.name)
+            results.append(ToolResult(call.id, call.name, CUT_CALL_RESULT, is_error=True))
+            if tripped is not None:
+                return results, _End(R.RUNAWAY, tripped)
+        return results, None
+
+    async def _run_calls(self, calls: tuple[ToolCall, ...]) -> tuple[list[ToolResult], _End | None]:
+        results: list[ToolResult] = []
+        toolbox = self.loop.toolbox
+        for call in calls:
+            end = self.watch.stopped()
+            if end is not None:
+                return results, end
+            tripped = self.runaway.step(call.identity(), call.name)
+            problem = toolbox.problem(call)
+            if tripped is not None:
+                results.append(error_result(call, problem or ABORTED_RESULT))
+                return results, _End(R.RUNAWAY, tripped)
+            if problem is not None:
+                results.append(error_result(call, problem))
+                continue
+            try:
+                results.append(await self._run_one(call))
+            except _Interrupted as stop:
+                results.append(error_result(call, CANCELLED_RESULT))
+                return results, stop.end
+        return results, None
+
+    async def _run_one(self, call: ToolCall) -> ToolResult:
+        hooks = self.loop.hooks
+        check = hooks.permission_check
+        if check is not None and not await self.watch.run(check(call)):
+            return error_result(call, f"Permission denied: the call to {call.name!r} was refused")
+        if hooks.before_tool is not None:
+            await self.watch.run(hooks.before_tool(call))
+        result = await self.watch.run(self.loop.toolbox.run(call))
+        if hooks.after_tool is not None:
+            await self.watch.run(hooks.after_tool(call, result))
+        return result
+
+    def _settle(
+        self,
+        turn: Turn,
+        shown: tuple[ToolCall, ...],
+        results: list[ToolResult],
+        end: _End | None,
+        *,
+        refused_cut: bool,
+    ) -> _Step:
+        """Record the iteration; every call gets a result, so `messages` stays a valid history."""
+        interrupted = end is not None and end.reason is not R.RUNAWAY
+        filler = CANCELLED_RESULT if interrupted else ABORTED_RESULT
+        answered = {result.call_id for result in results}
+        results += [error_result(c, filler) for c in shown if c.id not in answered]
+        stalled = bool(results) and all(result.is_error for result in results)
+        self.messages.append(AssistantMessage(turn.text, shown))
+        self.messages.extend(results)
+        iteration = Iteration(self.number, turn, tuple(results), refused_cut, stalled)
+        self.record.append(iteration)
+        return iteration if end is None else end
+
+
+_HANDLERS: dict[_Kind, Callable[[_Attempt, Turn], Awaitable[_Step]]] = {
+    _Kind.RUN: _Attempt._run,
+    _Kind.CUT: _Attempt._cut,
+    _Kind.CONTINUE: _Attempt._continue,
+    _Kind.FINAL: _Attempt._final,
+    _Kind.REFUSED: _Attempt._refused,
+    _Kind.FAILED: _Attempt._failed,
+}
+
+
+class AgentLoop:
+    """A model, its tools, hooks, limits and the cut-response policy; `run` is one task.
+
+        loop = AgentLoop(model, [weather], hooks=Hooks(permission_check=ask_user))
+        result = await loop.run("Weather in Paris?", cancel=stop_event)
+        if result.reason is CompletionReason.RUNAWAY: ...
+
+    A runaway in a fresh conversation (no `history`) is retried once from the identical prompt;
+    a continued conversation is not retried. Cancelling the task running `run` raises
+    CancelledError as usual; setting `cancel` ends the run with INTERRUPTED and a result.
+    """
+
+    def __init__(
+        self,
+        model: ModelClient,
+        tools: Sequence[Tool] = (),
+        *,
+        system: str | None = None,
+        hooks: Hooks | None = None,
+        limits: Limits | None = None,
+        cut_policy: CutPolicy = CutPolicy.REFUSE,
+    ) -> None:
+        names = [tool.name for tool in tools]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"tool names must be unique: {', '.join(duplicates)}")
+        self.model = model
+        self.toolbox = Toolbox({tool.name: tool for tool in tools})
+        self.system = system
+        self.hooks = hooks or Hooks()
+        self.limits = limits or Limits()
+        self.cut_policy = CutPolicy(cut_policy)
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        history: Sequence[Message] = (),
+        cancel: asyncio.Event | None = None,
+    ) -> LoopResult:
+        watch = _Watch(cancel, self.limits.wall_clock)
+        start = (*history, UserMessage(prompt))
+        record: list[Iteration] = []
+        attempt = _Attempt(self, watch, 1, start, record)
+        end = await attempt.run()
+        retried_after = None
+        if end.reason is R.RUNAWAY and not history:
+            assert isinstance(end.error, RunawayError)
+            retried_after = end.error
+            attempt = _Attempt(self, watch, 2, start, record)  # the identical prompt, afresh
+            end = await attempt.run()
+            if isinstance(end.error, RunawayError):
+                end.error.retried = True
+        text = end.text
+        if text is None:
+            text = record[-1].turn.text if record else ""
+        return LoopResult(
+            end.reason, text, end.error, tuple(record), tuple(attempt.messages), retried_after
+        )
+
+
+async def run_loop(
+    model: ModelClient,
+    prompt: str,
+    tools: Sequence[Tool] = (),
+    *,
+    history: Sequence[Message] = (),
+    system: str | None = None,
+    hooks: Hooks | None = None,
+    limits: Limits | None = None,
+    cut_policy: CutPolicy = CutPolicy.REFUSE,
+    cancel: asyncio.Event | None = None,
+) -> LoopResult:
+    """`AgentLoop(...).run(...)` in one call."""
+    loop = AgentLoop(model, tools, system=system, hooks=hooks, limits=limits, cut_policy=cut_policy)
+    return await loop.run(prompt, history=history, cancel=cancel)

@@ -1,0 +1,70 @@
+"""What a loop run returns: a completion reason to switch on, the answer, and the record.
+
+result = await loop.run("Weather in Paris?")
+match result.reason:
+    case CompletionReason.COMPLETED | CompletionReason.TRUNCATED:
+        print(result.text)
+    case CompletionReason.RUNAWAY:
+        print("fault:", result.error)
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from gateway.loop.errors import LoopError, RunawayError
+from gateway.loop.messages import Message, ToolResult
+from gateway.loop.turn import Turn
+
+
+class CompletionReason(enum.StrEnum):
+    COMPLETED = "completed"  # a final answer
+    TRUNCATED = "truncated"  # a final answer cut short (marked), or a cut turn under `end`
+    ERROR = "error"  # a model turn failed, or the loop stalled
+    MAX_TURNS = "max_turns"
+    INTERRUPTED = "interrupted"  # the cancellation signal was set
+    TIMED_OUT = "timed_out"  # the wall-clock limit passed
+    REFUSED = "refused"  # refusal or content filter
+    RUNAWAY = "runaway"  # the runaway guard tripped (after the one fresh retry, if any)
+
+
+SUCCESSFUL = frozenset({CompletionReason.COMPLETED, CompletionReason.TRUNCATED})
+
+
+@dataclass(frozen=True, slots=True)
+class Iteration:
+    """One model turn and the results that answered its tool calls.
+
+    `attempt` is 1, or 2 in the fresh conversation a runaway is retried in. `refused_cut`: the
+    turn was cut and its calls were answered with refusals; `stalled`: it had tool calls and every
+    result was an error.
+    """
+
+    attempt: int
+    turn: Turn
+    results: tuple[ToolResult, ...] = ()
+    refused_cut: bool = False
+    stalled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LoopResult:
+    """`text` is the last turn's text (the final answer when the run succeeded). `messages` is the
+    conversation of the last attempt, ready to continue with `run(..., history=messages)`.
+    `retried_after` is the runaway that made the loop start afresh once."""
+
+    reason: CompletionReason
+    text: str
+    error: LoopError | None
+    iterations: tuple[Iteration, ...]
+    messages: tuple[Message, ...]
+    retried_after: RunawayError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reason in SUCCESSFUL
+
+    @property
+    def turns(self) -> tuple[Turn, ...]:
+        return tuple(iteration.turn for iteration in self.iterations)

@@ -8,7 +8,7 @@ error classes. It never holds message text, tool arguments, keys or header value
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 # Why an exchange counts as cut; `None` when it does not.
@@ -68,4 +68,9 @@ class AuditRecord:
         return (self.ended_at - self.started_at) * 1000
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """A shallow dict of the fields (lists are shared, not copied: this runs per exchange,
+        and `dataclasses.asdict` deep-copies)."""
+        return {name: getattr(self, name) for name in FIELD_NAMES}
+
+
+FIELD_NAMES = tuple(f.name for f in fields(AuditRecord))

@@ -87,7 +87,13 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
         writer.start()
         observer.writer = writer
         yield
-        # Runs after the server stopped accepting and in-flight exchanges ended: flush it all.
+        # Runs after the server stopped accepting and in-flight exchanges ended (or were
+        # cancelled at the end of the grace): let their records reach the queue, flush it all.
+        if not await observer.wait_idle(timeout=5.0):
+            log.error(
+                "audit: exchanges still unfinished at shutdown",
+                extra={"in_flight": observer.in_flight},
+            )
         await writer.close()
         observer.writer = None
 

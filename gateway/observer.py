@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -25,15 +26,36 @@ class ExchangeObserver:
     def __init__(self, metrics: GatewayMetrics) -> None:
         self.metrics = metrics
         self.writer: AuditWriter | None = None  # set once the store is open
-        self.in_flight = 0
+        self.in_flight = 0  # exchanges started whose record is not yet handed to the writer
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     def started(self) -> None:
         self.in_flight += 1
+        self._idle.clear()
         self.metrics.in_flight.set(self.in_flight)
 
+    async def wait_idle(self, timeout: float) -> bool:
+        """Until every started exchange handed its record over (True), or `timeout` passed.
+
+        The writer closes only after this, so an exchange cancelled at the end of the
+        shutdown grace still lands in the trail."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
     async def finished(self, record: AuditRecord) -> None:
-        self.in_flight -= 1
-        self.metrics.in_flight.set(self.in_flight)
+        try:
+            await self._finish(record)
+        finally:
+            self.in_flight -= 1
+            self.metrics.in_flight.set(self.in_flight)
+            if self.in_flight == 0:
+                self._idle.set()
+
+    async def _finish(self, record: AuditRecord) -> None:
         self.metrics.observe(record)
         if is_upstream_error(record.error_class):
             log.warning(

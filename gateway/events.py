@@ -32,6 +32,14 @@ class StopReason(enum.StrEnum):
     ABORTED = "aborted"
     UNKNOWN = "unknown"
 
+    @classmethod
+    def parse(cls, value: str) -> StopReason:
+        """A value this vocabulary does not know stays UNKNOWN, never STOP."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
+
 
 CUT_STOP_REASONS = frozenset(
     {StopReason.LENGTH, StopReason.CONTEXT_WINDOW, StopReason.ERROR, StopReason.ABORTED}

@@ -5,47 +5,21 @@
     turn.native_stop_reason     # "tool_use": the server's own value, verbatim
     turn.tool_calls[0].parsed   # {"city": "Paris"}, or None with `parse_error` set
 
-`StopReason` has the values of the gateway's `gateway.stop_reason` (DESIGN §3), so a turn read
-through the gateway and one read straight from a provider compare equal.
+`StopReason` is the gateway's own vocabulary (`gateway.events`, which depends on nothing of the
+server), so a turn read through the gateway and one read straight from a provider compare equal.
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from gateway.events import CUT_STOP_REASONS, StopReason
 from gateway.loop.errors import ModelError
 
-
-class StopReason(enum.StrEnum):
-    STOP = "stop"
-    TOOL_CALLS = "tool_calls"
-    LENGTH = "length"
-    STOP_SEQUENCE = "stop_sequence"
-    CONTENT_FILTER = "content_filter"
-    REFUSAL = "refusal"
-    PAUSE = "pause"
-    CONTEXT_WINDOW = "context_window"
-    MALFORMED = "malformed"
-    ERROR = "error"
-    ABORTED = "aborted"
-    UNKNOWN = "unknown"
-
-    @classmethod
-    def parse(cls, value: str) -> StopReason:
-        """A value this library does not know stays UNKNOWN, never STOP."""
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.UNKNOWN
-
-
-CUT_STOP_REASONS = frozenset(
-    {StopReason.LENGTH, StopReason.CONTEXT_WINDOW, StopReason.ERROR, StopReason.ABORTED}
-)
+__all__ = ["CUT_STOP_REASONS", "StopReason", "ToolCall", "Turn", "WithheldCall"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,10 @@ assistant turn go together, first, in the user message that follows it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import orjson
 
 from gateway.loop.errors import StreamBroken
@@ -234,26 +233,4 @@ class AnthropicMessagesCodec:
 class AnthropicMessagesClient(HTTPModelClient):
     """A model behind an Anthropic-compatible `/v1/messages` (base_url without `/v1`)."""
 
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str | None,
-        model: str,
-        *,
-        max_tokens: int = 1024,
-        headers: Mapping[str, str] | None = None,
-        stream: bool = False,
-        timeout: float = 120.0,
-        session: aiohttp.ClientSession | None = None,
-    ) -> None:
-        super().__init__(
-            AnthropicMessagesCodec(),
-            base_url,
-            api_key,
-            model,
-            max_tokens=max_tokens,
-            headers=headers,
-            stream=stream,
-            timeout=timeout,
-            session=session,
-        )
+    codec_type = AnthropicMessagesCodec

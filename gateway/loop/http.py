@@ -9,9 +9,9 @@ Foreign exceptions (aiohttp, timeouts, unreadable bodies) are mapped here, once,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self
 
 import aiohttp
 import orjson
@@ -81,9 +81,10 @@ class HTTPModelClient:
     """A `ModelClient` over HTTP in one wire format (`codec`). Use it as an async context manager
     or call `close()`; a `session` passed in is used as is and left open."""
 
+    codec_type: ClassVar[Callable[[], WireCodec]]  # each wire's client names its codec
+
     def __init__(
         self,
-        codec: WireCodec,
         base_url: str,
         api_key: str | None,
         model: str,
@@ -93,7 +94,9 @@ class HTTPModelClient:
         stream: bool = False,
         timeout: float = 120.0,
         session: aiohttp.ClientSession | None = None,
+        codec: WireCodec | None = None,
     ) -> None:
+        codec = codec or self.codec_type()
         self.codec = codec
         self.url = base_url.rstrip("/") + codec.path
         self.model = model

@@ -9,11 +9,10 @@ convention the gateway's own Anthropic-to-OpenAI translation uses.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import orjson
 
 from gateway.loop.errors import StreamBroken
@@ -235,27 +234,17 @@ class OpenAIChatClient(HTTPModelClient):
     servers that only know the older one.
     """
 
+    codec_type = OpenAIChatCodec
+
     def __init__(
         self,
         base_url: str,
         api_key: str | None,
         model: str,
         *,
-        max_tokens: int = 1024,
-        headers: Mapping[str, str] | None = None,
-        stream: bool = False,
-        timeout: float = 120.0,
-        session: aiohttp.ClientSession | None = None,
         max_tokens_field: str = "max_completion_tokens",
+        **options: Any,
     ) -> None:
         super().__init__(
-            OpenAIChatCodec(max_tokens_field),
-            base_url,
-            api_key,
-            model,
-            max_tokens=max_tokens,
-            headers=headers,
-            stream=stream,
-            timeout=timeout,
-            session=session,
+            base_url, api_key, model, codec=OpenAIChatCodec(max_tokens_field), **options
         )

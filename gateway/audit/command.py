@@ -17,11 +17,11 @@ import shutil
 import sys
 import time
 from typing import Any, Final
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from gateway.audit import render
 from gateway.audit.report import GROUP_BY, parse_since, summarize, truncated_list
-from gateway.audit.store import AuditStore
+from gateway.audit.store import AuditStore, redact_url
 
 FORMATS: Final = ("table", "json", "csv")
 DEFAULT_LIMIT: Final = 20
@@ -115,19 +115,6 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
         help=f"how many cut exchanges --truncated lists (default: {DEFAULT_LIMIT})",
     )
     return audit
-
-
-def redact_url(url: str) -> str:
-    """The store URL without its password, for messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _store_url(args: argparse.Namespace) -> str:

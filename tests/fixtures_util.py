@@ -1,4 +1,4 @@
-"""Loading the recorded provider streams in ../shared/fixtures and replaying them.
+"""Loading the recorded provider streams in tests/fixtures and replaying them.
 
 `*.sse` files are raw bodies; `*.chunks.jsonl` files hold one `data:` payload per line and are
 rebuilt into wire form as the fixtures README says (OpenAI-wire: `data: <line>` frames and a final
@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 
 from gateway.events import Event, StreamEnd, StreamError
 from gateway.formats import anthropic_messages, openai_chat
 from gateway.formats.sse import SSEDecoder, SSEFrame
 from gateway.normalize.aggregate import AggregatedResponse, ChunkAggregator
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 DECODERS: dict[str, Any] = {
     "openai": openai_chat.OpenAIChatDecoder,
@@ -41,12 +40,10 @@ WIRE_BY_FOLDER = {"openai_chat": "openai", "other": "openai", "anthropic": "anth
 
 
 def fixture_path(name: str) -> Path:
-    """The fixture file `name` (relative to the fixtures folder); skips when it is absent."""
-    if not FIXTURES.is_dir():
-        pytest.skip(f"recorded fixtures not found at {FIXTURES}")
+    """The fixture file `name` (relative to the fixtures folder); they live in the repository, so
+    a missing one is a failure, never a skip."""
     path = FIXTURES / name
-    if not path.is_file():
-        pytest.skip(f"fixture {name} not found")
+    assert path.is_file(), f"fixture {name} not found under {FIXTURES}"
     return path
 
 

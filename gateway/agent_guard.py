@@ -6,12 +6,14 @@ whitespace). Walking back from the last message, tool results are skipped, every
 call is compared with the newest one, and the walk stops at the first different call, at an
 assistant turn without tool calls, or at a user turn that says something of its own.
 
-    streak = identical_tool_call_streak("openai", body)   # (4, "read_file") or (0, None)
+    streak = identical_tool_call_streak(openai_turns, body)   # (4, "read_file") or (0, None)
+
+Each client format's row names its reader of the history (`openai_turns`, `anthropic_turns`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -23,10 +25,13 @@ def canonical(arguments: Any) -> bytes:
             arguments = orjson.loads(arguments or "{}")
         except orjson.JSONDecodeError:
             return arguments.encode()  # not JSON: compared as the raw text
-    return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+    try:
+        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # nested past the encoder's limit: compared as its repr
+        return repr(arguments).encode()
 
 
-def _openai_turns(messages: list[Any]) -> Iterator[list[tuple[str, bytes]] | None]:
+def openai_turns(messages: list[Any]) -> Iterator[list[tuple[str, bytes]] | None]:
     """Newest first: an assistant turn's calls, or None for a turn that ends the streak."""
     for message in reversed(messages):
         if not isinstance(message, dict):
@@ -38,14 +43,16 @@ def _openai_turns(messages: list[Any]) -> Iterator[list[tuple[str, bytes]] | Non
         if role != "assistant":
             yield None
             return
+        listed = message.get("tool_calls")
         calls = []
-        for call in message.get("tool_calls") or ():
-            fn = call.get("function") or {} if isinstance(call, dict) else {}
+        for call in listed if isinstance(listed, list) else ():
+            fn = call.get("function") if isinstance(call, dict) else None
+            fn = fn if isinstance(fn, dict) else {}
             calls.append((str(fn.get("name")), canonical(fn.get("arguments"))))
         yield calls or None
 
 
-def _anthropic_turns(messages: list[Any]) -> Iterator[list[tuple[str, bytes]] | None]:
+def anthropic_turns(messages: list[Any]) -> Iterator[list[tuple[str, bytes]] | None]:
     for message in reversed(messages):
         if not isinstance(message, dict):
             yield None
@@ -70,17 +77,17 @@ def _anthropic_turns(messages: list[Any]) -> Iterator[list[tuple[str, bytes]] | 
         yield calls or None
 
 
-TURNS = {"openai": _openai_turns, "anthropic": _anthropic_turns}
+TurnReader = Callable[[list[Any]], Iterator[list[tuple[str, bytes]] | None]]
 
 
-def identical_tool_call_streak(client_format: str, body: dict[str, Any]) -> tuple[int, str | None]:
+def identical_tool_call_streak(turns: TurnReader, body: dict[str, Any]) -> tuple[int, str | None]:
     """How many trailing tool calls equal the newest one, and its tool name."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         return 0, None
     newest: tuple[str, bytes] | None = None
     streak = 0
-    for calls in TURNS[client_format](messages):
+    for calls in turns(messages):
         if calls is None:
             break
         for call in reversed(calls):

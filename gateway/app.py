@@ -13,26 +13,23 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway.audit.store import open_store
 from gateway.audit.writer import AuditWriter
-from gateway.encode.errors import ClientFormat, render_error
+from gateway.client_formats import CLIENT_FORMATS, ClientFormat, detect
 from gateway.errors import GatewayError, NotFound
-from gateway.handlers import chat_completions, messages, meta
-from gateway.handlers.exchange import Gateway, serve
+from gateway.handlers import meta
+from gateway.handlers.exchange import Gateway, new_request_id, serve
+from gateway.handlers.responses import error_response
 from gateway.metrics import GatewayMetrics
 from gateway.observer import ExchangeObserver
-from gateway.settings import ProviderSettings, Settings
-from providers.anthropic import AnthropicProvider
-from providers.base import Provider
-from providers.mock import MockProvider
-from providers.openai import OpenAIProvider
+from gateway.settings import Settings
+from providers.registry import build_provider
 
 GATEWAY = web.AppKey("gateway", Gateway)
 log = logging.getLogger("gateway.app")
 
 
-def client_format(request: web.Request) -> ClientFormat:
-    if request.path.endswith("/messages") or "anthropic-version" in request.headers:
-        return "anthropic"
-    return "openai"
+def format_error(request: web.Request, err: GatewayError) -> web.Response:
+    """An error outside an endpoint's exchange, in the format the request looks like."""
+    return error_response(detect(request.path, request.headers), err, new_request_id())
 
 
 @web.middleware
@@ -46,23 +43,14 @@ async def unexpected_errors(request: web.Request, handler: Handler) -> web.Strea
     except Exception as exc:
         frames = "".join(traceback.format_tb(exc.__traceback__))
         log.error("unhandled %s on %s\n%s", type(exc).__name__, request.path, frames)
-        err = GatewayError("The gateway failed to handle this request")
-        status, body, headers = render_error(client_format(request), err, "")
-        return web.Response(status=status, body=body, headers=headers)
+        return format_error(request, GatewayError("The gateway failed to handle this request"))
 
 
-def build_provider(name: str, config: ProviderSettings, env: Mapping[str, str]) -> Provider:
-    if config.kind == "mock":
-        return MockProvider(name)
-    cls = OpenAIProvider if config.kind == "openai" else AnthropicProvider
-    assert config.base_url is not None
-    return cls(
-        name,
-        config.base_url,
-        config.resolve_api_key(env),
-        timeout=config.timeout,
-        connect_timeout=config.connect_timeout,
-    )
+def endpoint(client: ClientFormat, gateway: Gateway) -> Handler:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        return await serve(client, gateway, request)
+
+    return handle
 
 
 def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Application:
@@ -102,30 +90,26 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
         for provider in providers.values():
             await provider.close()
 
+    async def closing(app: web.Application) -> None:
+        gateway.closing = True  # what is cancelled from now on, the server ended
+
     app.cleanup_ctx.append(audit_writer)
     app.cleanup_ctx.append(close_providers)
-
-    async def chat(request: web.Request) -> web.StreamResponse:
-        return await serve(chat_completions.SPEC, gateway, request)
-
-    async def anthropic_messages(request: web.Request) -> web.StreamResponse:
-        return await serve(messages.SPEC, gateway, request)
+    app.on_shutdown.append(closing)
 
     async def models(request: web.Request) -> web.Response:
-        return meta.models_response(request, settings)
+        return meta.models_response(request, settings, providers)
 
     async def metrics_text(request: web.Request) -> web.Response:
         body = metrics.render()
         return web.Response(body=body, headers={"content-type": CONTENT_TYPE_LATEST})
 
     async def not_found(request: web.Request) -> web.Response:
-        err = NotFound(f"No endpoint {request.method} {request.path}")
-        status, body, headers = render_error(client_format(request), err, "")
-        return web.Response(status=status, body=body, headers=headers)
+        return format_error(request, NotFound(f"No endpoint {request.method} {request.path}"))
 
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_post("/chat/completions", chat)
-    app.router.add_post("/v1/messages", anthropic_messages)
+    for client in CLIENT_FORMATS.values():
+        for path in client.paths:
+            app.router.add_post(path, endpoint(client, gateway))
     app.router.add_get("/v1/models", models)
     app.router.add_get("/healthz", meta.healthz)
     app.router.add_get("/metrics", metrics_text)

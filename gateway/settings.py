@@ -33,17 +33,14 @@ from pydantic import (
     model_validator,
 )
 
+from providers.registry import KINDS, known_kinds
+
 DEFAULT_AUDIT_STORE: Final = "sqlite:///gateway-audit.db"
-DEFAULT_BASE_URLS: Final[Mapping[str, str]] = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-}
 _GLOB_CHARS: Final = frozenset("*?[")
 _BARE_KEY: Final = re.compile(r"[A-Za-z0-9_-]+")
 
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-ProviderKind = Literal["openai", "anthropic", "mock"]
 
 
 class ConfigError(Exception):
@@ -70,20 +67,27 @@ class ServerSettings(_Frozen):
 
 
 class ProviderSettings(_Frozen):
-    kind: ProviderKind
+    kind: str  # a row of providers.registry.KINDS
     base_url: str | None = None
     api_key: Annotated[SecretStr, Field(min_length=1)] | None = None
     api_key_env: NonEmptyStr | None = None
     timeout: Seconds = 600.0
     connect_timeout: Seconds = 10.0
 
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        if kind not in KINDS:
+            raise ValueError(f'unknown provider kind "{kind}" (known: {known_kinds()})')
+        return kind
+
     @model_validator(mode="before")
     @classmethod
     def _default_base_url(cls, data: Any) -> Any:
         if isinstance(data, dict) and "base_url" not in data:
-            default = DEFAULT_BASE_URLS.get(data.get("kind"))
-            if default is not None:
-                return {**data, "base_url": default}
+            kind = KINDS.get(data.get("kind")) if isinstance(data.get("kind"), str) else None
+            if kind is not None and kind.default_base_url is not None:
+                return {**data, "base_url": kind.default_base_url}
         return data
 
     @field_validator("base_url")

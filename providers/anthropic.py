@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from providers.base import ProviderRequest, Wire
+from collections.abc import Sequence
+
+from providers.base import ProviderRequest
 from providers.http import HttpReply, HttpTransport
 
 # The version the public API requires when the client sends none (PROTOCOLS.md c.1).
@@ -20,7 +22,7 @@ class AnthropicProvider:
     which newer SDKs and OAuth tokens use).
     """
 
-    wire: Wire = "anthropic"
+    wire = "anthropic"
 
     def __init__(
         self,
@@ -54,6 +56,9 @@ class AnthropicProvider:
 
     async def send(self, request: ProviderRequest) -> HttpReply:
         return await self._http.post(self._url, request.body, self._headers(request))
+
+    def offered_models(self) -> Sequence[str]:
+        return ()
 
     async def close(self) -> None:
         await self._http.close()

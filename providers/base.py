@@ -1,24 +1,29 @@
-"""The provider seam: one method that sends a request body in the provider's own wire format.
+"""The provider seam: one method that sends a request in the provider's own wire format.
 
 A provider is transport plus named quirk flags. It knows one wire protocol (`wire`) and nothing of
-clients: the gateway hands it a body already in that protocol and gets back the upstream's status,
-headers and bytes. Foreign exceptions (aiohttp, timeouts) are mapped here, once, to
-`gateway.errors` types.
+clients: the gateway hands it a body already in that protocol, with the upstream model and the
+operation (for wires that put them in the URL), and gets back the upstream's status, headers and
+bytes. Foreign exceptions (aiohttp, timeouts) are mapped here, once, to `gateway.errors` types.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import enum
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
-Wire = Literal["openai", "anthropic"]
+
+class Operation(enum.StrEnum):
+    GENERATE = "generate"  # a model answer: chat completion, message, response
 
 
 @dataclass(slots=True)
 class ProviderRequest:
     body: bytes
     stream: bool
+    model: str  # the upstream's name for the model (after a route's rename)
+    operation: Operation = Operation.GENERATE
     # Client headers the upstream may need: anthropic-version / anthropic-beta, and the
     # client's own credential, used only when the provider has no key configured.
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -41,13 +46,17 @@ class UpstreamReply(Protocol):
 
 class Provider(Protocol):
     name: str
-    wire: Wire
+    wire: str  # a row of gateway.formats.registry.WIRES
 
     async def send(self, request: ProviderRequest) -> UpstreamReply:
         """Send and return once the status line and headers arrived.
 
         Raises UpstreamUnreachable or UpstreamTimeout; an error status is returned, not raised.
         """
+        ...
+
+    def offered_models(self) -> Sequence[str]:
+        """Model names this provider answers on its own, beyond the routes' (for /v1/models)."""
         ...
 
     async def close(self) -> None: ...

@@ -17,13 +17,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import secrets
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from providers.base import ProviderRequest, Wire
+from providers.base import ProviderRequest
 
 Event = dict[str, Any]
 
@@ -364,17 +364,20 @@ class MockReply:
 class MockProvider:
     """The offline Anthropic-wire provider; see the module docstring for the scenarios."""
 
-    wire: Wire = "anthropic"
+    wire = "anthropic"
 
     def __init__(self, name: str = "mock") -> None:
         self.name = name
 
     async def send(self, request: ProviderRequest) -> MockReply:
         try:
-            ask = _read_request(request.body, default_model=self.name)
+            ask = _read_request(request.body, default_model=request.model)
         except ValueError as exc:
             return _error_reply({"type": "invalid_request_error", "message": str(exc)})
         return _encode(_ALL_SCENARIOS[scenario_for(ask.model)](ask), request.stream)
+
+    def offered_models(self) -> Sequence[str]:
+        return [f"mock-{name}" for name in _ALL_SCENARIOS]
 
     async def close(self) -> None:
         pass

@@ -3,7 +3,9 @@ llama.cpp, Groq, ...) reached through `base_url`."""
 
 from __future__ import annotations
 
-from providers.base import ProviderRequest, Wire
+from collections.abc import Sequence
+
+from providers.base import ProviderRequest
 from providers.http import HttpReply, HttpTransport
 
 
@@ -17,7 +19,7 @@ class OpenAIProvider:
     server that needs none, or a client that brings its own, both work.
     """
 
-    wire: Wire = "openai"
+    wire = "openai"
 
     def __init__(
         self,
@@ -45,6 +47,9 @@ class OpenAIProvider:
 
     async def send(self, request: ProviderRequest) -> HttpReply:
         return await self._http.post(self._url, request.body, self._headers(request))
+
+    def offered_models(self) -> Sequence[str]:
+        return ()
 
     async def close(self) -> None:
         await self._http.close()

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gateway.agent_guard import identical_tool_call_streak
+from gateway.agent_guard import anthropic_turns, identical_tool_call_streak, openai_turns
 
 
 def openai_loop(calls: list[tuple[str, object]]) -> dict:
@@ -56,18 +56,18 @@ READ = ("read_file", {"path": "a.py", "lines": [1, 2]})
 @pytest.mark.parametrize("count", [1, 3, 4, 7])
 def test_streak_counts_trailing_identical_calls_openai(count):
     body = openai_loop([("ls", {})] + [READ] * count)
-    assert identical_tool_call_streak("openai", body) == (count, "read_file")
+    assert identical_tool_call_streak(openai_turns, body) == (count, "read_file")
 
 
 def test_streak_of_one_different_last_call():
     body = openai_loop([READ, READ, ("ls", {})])
-    assert identical_tool_call_streak("openai", body) == (1, "ls")
+    assert identical_tool_call_streak(openai_turns, body) == (1, "ls")
 
 
 @pytest.mark.parametrize("count", [1, 3, 4, 6])
 def test_streak_counts_trailing_identical_calls_anthropic(count):
     body = anthropic_loop([("ls", {})] + [READ] * count)
-    assert identical_tool_call_streak("anthropic", body) == (count, "read_file")
+    assert identical_tool_call_streak(anthropic_turns, body) == (count, "read_file")
 
 
 def test_canonical_json_ignores_key_order_and_whitespace():
@@ -77,35 +77,35 @@ def test_canonical_json_ignores_key_order_and_whitespace():
         ("read_file", '{ "path" : "a.py" ,"lines" : [ 1 , 2 ] }'),
         ("read_file", {"lines": [1, 2], "path": "a.py"}),
     ]
-    assert identical_tool_call_streak("openai", openai_loop(calls)) == (4, "read_file")
+    assert identical_tool_call_streak(openai_turns, openai_loop(calls)) == (4, "read_file")
 
 
 def test_a_different_argument_breaks_the_streak():
     calls = [READ, READ, ("read_file", {"path": "b.py", "lines": [1, 2]}), READ, READ]
-    assert identical_tool_call_streak("openai", openai_loop(calls)) == (2, "read_file")
-    assert identical_tool_call_streak("anthropic", anthropic_loop(calls)) == (2, "read_file")
+    assert identical_tool_call_streak(openai_turns, openai_loop(calls)) == (2, "read_file")
+    assert identical_tool_call_streak(anthropic_turns, anthropic_loop(calls)) == (2, "read_file")
 
 
 def test_a_user_turn_of_its_own_ends_the_walk():
     body = openai_loop([READ, READ, READ])
     body["messages"].insert(-4, {"role": "user", "content": "keep going"})
-    assert identical_tool_call_streak("openai", body) == (2, "read_file")
+    assert identical_tool_call_streak(openai_turns, body) == (2, "read_file")
 
 
 def test_an_assistant_turn_without_tool_calls_ends_the_walk():
     body = anthropic_loop([READ, READ, READ, READ])
     body["messages"].insert(3, {"role": "assistant", "content": "thinking out loud"})
-    assert identical_tool_call_streak("anthropic", body)[0] == 3
+    assert identical_tool_call_streak(anthropic_turns, body)[0] == 3
 
 
 def test_parallel_identical_calls_in_one_turn_count_each():
     body = openai_loop([READ])
     body["messages"][1]["tool_calls"].append(dict(body["messages"][1]["tool_calls"][0], id="c2"))
-    assert identical_tool_call_streak("openai", body) == (2, "read_file")
+    assert identical_tool_call_streak(openai_turns, body) == (2, "read_file")
 
 
 def test_no_messages_or_no_calls():
-    assert identical_tool_call_streak("openai", {"messages": "x"}) == (0, None)
+    assert identical_tool_call_streak(openai_turns, {"messages": "x"}) == (0, None)
     assert identical_tool_call_streak(
-        "anthropic", {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        anthropic_turns, {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     ) == (0, None)

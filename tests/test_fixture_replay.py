@@ -141,7 +141,7 @@ def test_openai_refusal_stream():
     resp = run("openai_chat/openai_python__refusal_stream.sse").response
     assert resp.refusal == "I'm sorry, I can't assist with that request."
     assert resp.text == ""
-    assert (resp.stop_reason, resp.native_stop_reason) == (S.STOP, "stop")
+    assert (resp.stop_reason, resp.native_stop_reason) == (S.REFUSAL, "stop")
     assert resp.cut is False
     assert usage(resp)[:2] == (79, 11)
     assert_clean_end(resp)

@@ -79,7 +79,9 @@ async def mock_agent(messages: list[dict[str, Any]], tools: list[str]) -> dict[s
         "messages": messages,
         "tools": [{"name": name, "input_schema": {"type": "object"}} for name in tools],
     }
-    reply = await MockProvider().send(ProviderRequest(orjson.dumps(body), stream=False))
+    reply = await MockProvider().send(
+        ProviderRequest(orjson.dumps(body), stream=False, model=body["model"])
+    )
     return orjson.loads(await reply.read())
 
 

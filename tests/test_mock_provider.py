@@ -40,7 +40,9 @@ def body(model: str, **extra: Any) -> bytes:
 
 
 async def send(model: str, *, stream: bool, **extra: Any) -> tuple[int, dict, list[bytes]]:
-    reply = await MockProvider().send(ProviderRequest(body(model, **extra), stream=stream))
+    reply = await MockProvider().send(
+        ProviderRequest(body(model, **extra), stream=stream, model=model)
+    )
     chunks = [chunk async for chunk in reply.iter_chunks()]
     reply.release()
     return reply.status, dict(reply.headers), chunks
@@ -296,7 +298,7 @@ async def test_thinking_block_has_text_and_signature() -> None:
 
 @pytest.mark.parametrize("raw", [b"not json", b"[1, 2]"])
 async def test_invalid_request_body_is_a_400(raw: bytes) -> None:
-    reply = await MockProvider().send(ProviderRequest(raw, stream=True))
+    reply = await MockProvider().send(ProviderRequest(raw, stream=True, model="mock"))
     error = orjson.loads(await reply.read())
     assert reply.status == 400
     assert error["error"]["type"] == "invalid_request_error"

@@ -167,7 +167,9 @@ async def test_openai_posts_body_unchanged_with_bearer_key(upstream, providers) 
     up = await upstream(ok)
     provider = openai(providers, up.url("/v1/"))  # the trailing slash is stripped
 
-    request = ProviderRequest(BODY, stream=False, headers={"authorization": f"Bearer {CLIENT_KEY}"})
+    request = ProviderRequest(
+        BODY, stream=False, model="m", headers={"authorization": f"Bearer {CLIENT_KEY}"}
+    )
     reply = await provider.send(request)
 
     assert reply.status == 200
@@ -186,7 +188,7 @@ async def test_openai_forwards_client_credential_without_key(upstream, providers
     provider = openai(providers, up.url("/v1"), api_key=None)
 
     headers = {"authorization": f"Bearer {CLIENT_KEY}"}
-    reply = await provider.send(ProviderRequest(BODY, stream=False, headers=headers))
+    reply = await provider.send(ProviderRequest(BODY, stream=False, model="m", headers=headers))
     await reply.read()
 
     assert up.seen.headers["authorization"] == f"Bearer {CLIENT_KEY}"
@@ -196,7 +198,7 @@ async def test_openai_sends_no_credential_when_none_known(upstream, providers) -
     up = await upstream(ok)
     provider = openai(providers, up.url("/v1"), api_key=None)
 
-    reply = await provider.send(ProviderRequest(BODY, stream=False))
+    reply = await provider.send(ProviderRequest(BODY, stream=False, model="m"))
     await reply.read()
 
     assert "authorization" not in up.seen.headers
@@ -206,7 +208,7 @@ async def test_openai_streams_chunks_as_they_arrive(upstream, providers) -> None
     up = await upstream(stream)
     provider = openai(providers, up.url("/v1"))
 
-    reply = await provider.send(ProviderRequest(BODY, stream=True))
+    reply = await provider.send(ProviderRequest(BODY, stream=True, model="m"))
     chunks = [chunk async for chunk in reply.iter_chunks()]
     reply.release()
 
@@ -219,7 +221,7 @@ async def test_error_status_is_returned_not_raised(upstream, providers) -> None:
     up = await upstream(rate_limited)
     provider = openai(providers, up.url("/v1"))
 
-    reply = await provider.send(ProviderRequest(BODY, stream=False))
+    reply = await provider.send(ProviderRequest(BODY, stream=False, model="m"))
 
     assert reply.status == 429
     assert await reply.read() == b'{"error":{"type":"rate_limit_error"}}'
@@ -233,7 +235,7 @@ async def test_anthropic_uses_key_default_version_and_forwards_beta(upstream, pr
     provider = anthropic(providers, up.url("/"))
 
     client = {"anthropic-beta": "a-2025-01-01,b-2025-02-02", "x-api-key": CLIENT_KEY}
-    reply = await provider.send(ProviderRequest(BODY, stream=False, headers=client))
+    reply = await provider.send(ProviderRequest(BODY, stream=False, model="m", headers=client))
     await reply.read()
 
     assert up.seen.path == "/v1/messages"
@@ -251,7 +253,7 @@ async def test_anthropic_forwards_client_version_and_api_key(upstream, providers
     provider = anthropic(providers, up.url(""), api_key=None)
 
     client = {"anthropic-version": "2026-10-21", "x-api-key": CLIENT_KEY}
-    reply = await provider.send(ProviderRequest(BODY, stream=False, headers=client))
+    reply = await provider.send(ProviderRequest(BODY, stream=False, model="m", headers=client))
     await reply.read()
 
     assert up.seen.headers["x-api-key"] == CLIENT_KEY
@@ -264,7 +266,7 @@ async def test_anthropic_forwards_client_bearer_without_key(upstream, providers)
     provider = anthropic(providers, up.url(""), api_key=None)
 
     client = {"authorization": f"Bearer {CLIENT_KEY}"}
-    reply = await provider.send(ProviderRequest(BODY, stream=False, headers=client))
+    reply = await provider.send(ProviderRequest(BODY, stream=False, model="m", headers=client))
     await reply.read()
 
     assert up.seen.headers["authorization"] == f"Bearer {CLIENT_KEY}"
@@ -275,7 +277,7 @@ async def test_anthropic_streams_chunks(upstream, providers) -> None:
     up = await upstream(stream)
     provider = anthropic(providers, up.url(""))
 
-    reply = await provider.send(ProviderRequest(BODY, stream=True))
+    reply = await provider.send(ProviderRequest(BODY, stream=True, model="m"))
     chunks = [chunk async for chunk in reply.iter_chunks()]
 
     assert b"".join(chunks) == b"".join(STREAM_PIECES)
@@ -296,7 +298,7 @@ async def test_unreachable_port(make, providers) -> None:
     provider = make(providers, f"http://127.0.0.1:{free_port()}/v1")
 
     with pytest.raises(UpstreamUnreachable) as info:
-        await provider.send(ProviderRequest(BODY, stream=False))
+        await provider.send(ProviderRequest(BODY, stream=False, model="m"))
 
     assert "cannot connect" in info.value.message
     assert info.value.__cause__ is not None
@@ -308,7 +310,7 @@ async def test_disconnect_before_headers_is_unreachable(upstream, providers) -> 
     provider = anthropic(providers, up.url(""))
 
     with pytest.raises(UpstreamUnreachable) as info:
-        await provider.send(ProviderRequest(BODY, stream=False))
+        await provider.send(ProviderRequest(BODY, stream=False, model="m"))
 
     assert "ServerDisconnectedError" in info.value.message
     assert_no_secret(info.value)
@@ -321,7 +323,7 @@ async def test_stall_before_headers_times_out(upstream, providers) -> None:
     loop = asyncio.get_running_loop()
     started = loop.time()
     with pytest.raises(UpstreamTimeout) as info:
-        await provider.send(ProviderRequest(BODY, stream=False))
+        await provider.send(ProviderRequest(BODY, stream=False, model="m"))
 
     assert loop.time() - started < 2
     assert isinstance(info.value.__cause__, asyncio.TimeoutError)
@@ -332,7 +334,7 @@ async def test_stall_mid_body_times_out_from_iter_chunks(upstream, providers) ->
     up = await upstream(stall_mid_body)
     provider = anthropic(providers, up.url(""), timeout=0.3)
 
-    reply = await provider.send(ProviderRequest(BODY, stream=True))
+    reply = await provider.send(ProviderRequest(BODY, stream=True, model="m"))
     chunks: list[bytes] = []
     with pytest.raises(UpstreamTimeout) as info:
         async for chunk in reply.iter_chunks():
@@ -348,7 +350,7 @@ async def test_drop_mid_body_is_unreachable_from_iter_chunks(upstream, providers
     up = await upstream(drop_mid_body)
     provider = openai(providers, up.url("/v1"))
 
-    reply = await provider.send(ProviderRequest(BODY, stream=True))
+    reply = await provider.send(ProviderRequest(BODY, stream=True, model="m"))
     received = b""
     with pytest.raises(UpstreamUnreachable) as info:
         async for chunk in reply.iter_chunks():
@@ -364,7 +366,7 @@ async def test_drop_mid_body_is_unreachable_from_read(upstream, providers) -> No
     up = await upstream(drop_mid_body)
     provider = anthropic(providers, up.url(""))
 
-    reply = await provider.send(ProviderRequest(BODY, stream=False))
+    reply = await provider.send(ProviderRequest(BODY, stream=False, model="m"))
     with pytest.raises(UpstreamUnreachable) as info:
         await reply.read()
 

@@ -281,7 +281,7 @@ OPENAI_X = '[providers.x]\nkind = "openai"\n'
         ('[server]\nhost = ""', "server.host: must not be empty"),
         (
             '[providers.x]\nkind = "gemini"',
-            "providers.x.kind: must be 'openai', 'anthropic' or 'mock'",
+            'providers.x.kind: unknown provider kind "gemini" (known: anthropic, mock, openai)',
         ),
         (OPENAI_X + "timeout = 0", "providers.x.timeout: must be greater than 0"),
         (

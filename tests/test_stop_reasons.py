@@ -7,8 +7,8 @@ import pytest
 from gateway.events import CUT_STOP_REASONS, Stop, StopReason, StreamEnd, StreamError
 from gateway.formats import anthropic_messages, openai_chat
 from gateway.formats.sse import SSEFrame
+from gateway.formats.stop_reasons import from_anthropic, from_openai, to_anthropic, to_openai
 from gateway.normalize.aggregate import ChunkAggregator
-from gateway.normalize.stop_reasons import from_anthropic, from_openai, to_anthropic, to_openai
 from gateway.normalize.truncation import extension, judge
 
 S = StopReason

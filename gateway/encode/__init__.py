@@ -1,18 +1,53 @@
 """Client-side encoders: what a client of each format receives, streamed or whole.
 
-A stream writer is fed, for each upstream frame, the frame, its parsed object and its events
-(synthetic terminal events come with neither frame nor object), and returns the bytes to send.
+A stream writer belongs to one attempt. It is built from the reply's terms, fed each upstream
+frame with its parsed object and its live events (never a terminal one), and at the end told how
+the stream ended, with the verdict and the folded response as arguments. It never reads the
+exchange: everything it knows comes through these calls, so a retry simply builds another one.
+
+    writer = client.writer(terms)
+    out = writer.feed(frame, obj, events)       # live events of one upstream frame
+    out = writer.end(verdict, response)         # the stream completed by its wire's rule
+    out = writer.fail(error, verdict, response) # it broke after the first byte reached the client
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gateway.events import Event
+from gateway.events import Event, StopReason, StreamError
 from gateway.formats.sse import SSEFrame
+from gateway.normalize.aggregate import AggregatedResponse
+from gateway.normalize.truncation import Policy, Verdict, extension, judge
 
 Parsed = dict[str, Any] | None
 
 
+@dataclass(frozen=True, slots=True)
+class ReplyTerms:
+    """What an encoder needs to know of the reply it renders, fixed when the attempt starts."""
+
+    request_id: str
+    provider: str
+    model: str  # the client's model name, shown when the upstream names none
+    policy: Policy
+    include_usage: bool = False  # an OpenAI client asked for stream_options.include_usage
+
+    def extension(self, verdict: Verdict) -> dict[str, Any]:
+        return extension(verdict, self.provider, self.request_id)
+
+    def judge(
+        self, reason: StopReason, native: str | None, calls: Sequence[tuple[str, str]]
+    ) -> Verdict:
+        """The verdict on one choice, judged where it ends (OpenAI relays, n > 1)."""
+        return judge(reason, native, None, calls, self.policy)
+
+
 class StreamWriter(Protocol):
-    def feed(self, frame: SSEFrame | None, obj: Parsed, events: list[Event]) -> bytes: ...
+    def feed(self, frame: SSEFrame | None, obj: Parsed, events: Sequence[Event]) -> bytes: ...
+
+    def end(self, verdict: Verdict, response: AggregatedResponse) -> bytes: ...
+
+    def fail(self, error: StreamError, verdict: Verdict, response: AggregatedResponse) -> bytes: ...

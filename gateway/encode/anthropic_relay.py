@@ -10,38 +10,37 @@ object. A broken stream ends with an `error` event.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
-from gateway.context import ExchangeContext
-from gateway.encode import Parsed
-from gateway.encode.errors import stream_error_frame
+from gateway.encode import Parsed, ReplyTerms
+from gateway.encode.anthropic_errors import stream_frame
 from gateway.events import Event, StreamError
 from gateway.formats.sse import SSEFrame, encode
-from gateway.normalize.stop_reasons import to_anthropic
+from gateway.formats.stop_reasons import to_anthropic
+from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 
 BLOCK_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop"})
 
 
-class AnthropicRelay:
-    __slots__ = ("_ctx", "_held", "_held_blocks", "_open", "_over", "_tool_blocks")
+STOP_FRAME = {"type": "message_stop"}
 
-    def __init__(self, ctx: ExchangeContext) -> None:
-        self._ctx = ctx
+
+class AnthropicRelay:
+    __slots__ = ("_held", "_held_blocks", "_open", "_stop", "_terms", "_tool_blocks")
+
+    def __init__(self, terms: ReplyTerms) -> None:
+        self._terms = terms
         self._held: list[tuple[str, dict[str, Any], bytes]] = []
         self._held_blocks: set[int] = set()
         self._tool_blocks: set[int] = set()
         self._open: list[int] = []  # blocks started and not stopped, in order
-        self._over = False
+        self._stop: dict[str, Any] = STOP_FRAME  # the upstream's own message_stop, once seen
 
-    def feed(self, frame: SSEFrame | None, obj: Parsed, events: list[Event]) -> bytes:
-        if self._over:
-            return b""
-        for event in events:
-            if isinstance(event, StreamError):
-                return self._broken(event)
+    def feed(self, frame: SSEFrame | None, obj: Parsed, events: Sequence[Event]) -> bytes:
         if obj is None or frame is None:
             return b""
         kind = obj.get("type") or frame.event or ""
@@ -51,7 +50,8 @@ class AnthropicRelay:
             self._held.append((kind, obj, frame.data))
             return b""
         if kind == "message_stop":
-            return self._complete(obj)
+            self._stop = obj  # sent by end(), after the held frames
+            return b""
         if self._held_blocks:
             self._held.append((kind, obj, frame.data))
             return b""
@@ -72,24 +72,23 @@ class AnthropicRelay:
             return b""
         return encode(frame.data, kind)
 
-    def _complete(self, stop: dict[str, Any]) -> bytes:
-        self._over = True
-        verdict = self._ctx.verdict()
+    def end(self, verdict: Verdict, response: AggregatedResponse) -> bytes:
         deltas = [obj for kind, obj, _ in self._held if kind == "message_delta"]
         delta = deltas[-1] if deltas else {"type": "message_delta", "delta": {}, "usage": {}}
         out = [self._release(verdict)]
-        self._finish_delta(delta, verdict)
+        self._finish_delta(delta, verdict, response)
         out.append(encode(orjson.dumps(delta), "message_delta"))
-        out.append(encode(orjson.dumps(stop), "message_stop"))
+        out.append(encode(orjson.dumps(self._stop), "message_stop"))
         return b"".join(out)
 
-    def _finish_delta(self, message_delta: dict[str, Any], verdict: Verdict) -> None:
+    def _finish_delta(
+        self, message_delta: dict[str, Any], verdict: Verdict, response: AggregatedResponse
+    ) -> None:
         delta = message_delta.setdefault("delta", {})
-        snapshot = self._ctx.aggregator.snapshot
         delta["stop_reason"] = to_anthropic(
-            verdict.stop_reason, verdict.delivered_tool_calls, snapshot.stop_sequence
+            verdict.stop_reason, verdict.delivered_tool_calls, response.stop_sequence
         )
-        message_delta["gateway"] = self._ctx.extension(verdict)
+        message_delta["gateway"] = self._terms.extension(verdict)
 
     def _release(self, verdict: Verdict) -> bytes:
         """Held block frames (minus withheld tool blocks), then stops for blocks left open."""
@@ -113,9 +112,6 @@ class AnthropicRelay:
         self._held = []
         return b"".join(out)
 
-    def _broken(self, error: StreamError) -> bytes:
-        self._over = True
-        verdict = self._ctx.verdict()
+    def fail(self, error: StreamError, verdict: Verdict, response: AggregatedResponse) -> bytes:
         self._open = []  # an error event ends the stream; no block needs closing after it
-        released = self._release(verdict)
-        return released + stream_error_frame("anthropic", error, self._ctx.extension(verdict))
+        return self._release(verdict) + stream_frame(error, self._terms.extension(verdict))

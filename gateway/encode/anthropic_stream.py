@@ -8,26 +8,26 @@ upstream stream is over, then sent as `tool_use` blocks, or withheld when the re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
-from gateway.context import ExchangeContext
-from gateway.encode import Parsed
-from gateway.encode.errors import stream_error_frame
+from gateway.encode import Parsed, ReplyTerms
+from gateway.encode.anthropic_errors import stream_frame
 from gateway.events import (
     Event,
     MessageStart,
     RefusalDelta,
     StopReason,
-    StreamEnd,
     StreamError,
     TextDelta,
     ThinkingDelta,
     Usage,
 )
 from gateway.formats.sse import SSEFrame, encode
-from gateway.normalize.stop_reasons import to_anthropic
+from gateway.formats.stop_reasons import to_anthropic
+from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 
 DELTA_HEAD = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
@@ -69,19 +69,16 @@ def message_start(message_id: str, model: str) -> bytes:
 
 
 class AnthropicMessagesWriter:
-    __slots__ = ("_block", "_ctx", "_index", "_model", "_over", "_started")
+    __slots__ = ("_block", "_index", "_model", "_started", "_terms")
 
-    def __init__(self, ctx: ExchangeContext, model: str) -> None:
-        self._ctx = ctx
-        self._model = model
+    def __init__(self, terms: ReplyTerms) -> None:
+        self._terms = terms
+        self._model = terms.model
         self._started = False
-        self._over = False
         self._index = -1  # index of the last block opened
         self._block: str | None = None  # type of the open block
 
-    def feed(self, frame: SSEFrame | None, obj: Parsed, events: list[Event]) -> bytes:
-        if self._over:
-            return b""
+    def feed(self, frame: SSEFrame | None, obj: Parsed, events: Sequence[Event]) -> bytes:
         out: list[bytes] = []
         for event in events:
             match event:
@@ -95,17 +92,13 @@ class AnthropicMessagesWriter:
                         out.append(self._delta("thinking", key, signature))
                 case MessageStart(id=message_id, model=model):
                     out.append(self._start(message_id, model))
-                case StreamEnd():
-                    out.append(self._end())
-                case StreamError():
-                    out.append(self._broken(event))
         return b"".join(out)
 
     def _start(self, message_id: str, model: str) -> bytes:
         if self._started:
             return b""
         self._started = True
-        return message_start(message_id or "msg_" + self._ctx.request_id, model or self._model)
+        return message_start(message_id or "msg_" + self._terms.request_id, model or self._model)
 
     def _delta(self, block: str, key: bytes, text: str) -> bytes:
         out = b"" if self._started else self._start("", "")
@@ -128,35 +121,30 @@ class AnthropicMessagesWriter:
         stop = b'{"type":"content_block_stop","index":%d}' % self._index
         return encode(stop, "content_block_stop")
 
-    def _tool_blocks(self) -> bytes:
-        agg = self._ctx.aggregator
+    def _tool_blocks(self, response: AggregatedResponse) -> bytes:
         out = [self._close()]
-        for call in agg.tool_calls:
+        for call in response.tool_calls:
             out.append(
                 self._open({"type": "tool_use", "id": call.id, "name": call.name, "input": {}})
             )
-            arguments = agg.arguments(call.index)
-            if arguments:
+            if call.arguments:
                 delta = {
                     "type": "content_block_delta",
                     "index": self._index,
-                    "delta": {"type": "input_json_delta", "partial_json": arguments},
+                    "delta": {"type": "input_json_delta", "partial_json": call.arguments},
                 }
                 out.append(encode(orjson.dumps(delta), "content_block_delta"))
             out.append(self._close())
         return b"".join(out)
 
-    def _end(self) -> bytes:
-        self._over = True
-        verdict = self._ctx.verdict()
-        snapshot = self._ctx.aggregator.snapshot
+    def end(self, verdict: Verdict, response: AggregatedResponse) -> bytes:
         out = [b"" if self._started else self._start("", "")]
-        out.append(self._tool_blocks() if verdict.delivered_tool_calls else self._close())
+        out.append(self._tool_blocks(response) if verdict.delivered_tool_calls else self._close())
         delta = {
             "stop_reason": to_anthropic(
-                verdict.stop_reason, verdict.delivered_tool_calls, snapshot.stop_sequence
+                verdict.stop_reason, verdict.delivered_tool_calls, response.stop_sequence
             ),
-            "stop_sequence": snapshot.stop_sequence,
+            "stop_sequence": response.stop_sequence,
         }
         details = stop_details(verdict)
         if details:
@@ -164,15 +152,13 @@ class AnthropicMessagesWriter:
         message_delta = {
             "type": "message_delta",
             "delta": delta,
-            "usage": usage_body(snapshot.usage),
-            "gateway": self._ctx.extension(verdict),
+            "usage": usage_body(response.usage),
+            "gateway": self._terms.extension(verdict),
         }
         out.append(encode(orjson.dumps(message_delta), "message_delta"))
         out.append(encode(b'{"type":"message_stop"}', "message_stop"))
         return b"".join(out)
 
-    def _broken(self, error: StreamError) -> bytes:
-        self._over = True
-        verdict = self._ctx.verdict()
-        tools = self._tool_blocks() if verdict.delivered_tool_calls else b""
-        return tools + stream_error_frame("anthropic", error, self._ctx.extension(verdict))
+    def fail(self, error: StreamError, verdict: Verdict, response: AggregatedResponse) -> bytes:
+        tools = self._tool_blocks(response) if verdict.delivered_tool_calls else b""
+        return tools + stream_frame(error, self._terms.extension(verdict))

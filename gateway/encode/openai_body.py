@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from gateway.context import ExchangeContext
+from gateway.encode import ReplyTerms
 from gateway.encode.openai_stream import usage_body
 from gateway.events import StopReason
+from gateway.formats.stop_reasons import from_openai, to_openai
 from gateway.normalize.aggregate import AggregatedResponse
-from gateway.normalize.stop_reasons import from_openai, to_openai
-from gateway.normalize.truncation import Verdict, judge
+from gateway.normalize.truncation import Verdict
 
 
-def relay_body(body: dict[str, Any], ctx: ExchangeContext, verdict: Verdict) -> dict[str, Any]:
-    """Same-format: the upstream body with every field kept, choices normalized."""
+def relay_body(body: dict[str, Any], verdict: Verdict, terms: ReplyTerms) -> dict[str, Any]:
+    """Same-format: the upstream body with every field kept, choices normalized. A choice's
+    finish_reason stays the native value's own (a refusal keeps `stop`); the `gateway` object
+    carries choice 0's verdict."""
     for choice in body.get("choices") or ():
         native = choice.get("finish_reason")
         message = choice.get("message") or {}
@@ -24,21 +27,19 @@ def relay_body(body: dict[str, Any], ctx: ExchangeContext, verdict: Verdict) -> 
                 (c.get("id") or "", (c.get("function") or {}).get("name") or "")
                 for c in message.get("tool_calls") or ()
             ]
-            choice_verdict = judge(from_openai(native), native, None, calls, ctx.policy)
+            choice_verdict = terms.judge(from_openai(native), native, calls)
         if not choice_verdict.deliver_tool_calls:
             message.pop("tool_calls", None)
             message.pop("function_call", None)
         choice["finish_reason"] = to_openai(
-            choice_verdict.stop_reason, choice_verdict.delivered_tool_calls
+            from_openai(native), choice_verdict.delivered_tool_calls
         )
         choice["native_finish_reason"] = native
-    body["gateway"] = ctx.extension(verdict)
+    body["gateway"] = terms.extension(verdict)
     return body
 
 
-def build_body(
-    resp: AggregatedResponse, ctx: ExchangeContext, verdict: Verdict, model: str
-) -> dict[str, Any]:
+def build_body(resp: AggregatedResponse, verdict: Verdict, terms: ReplyTerms) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "assistant",
         "content": resp.text or None,
@@ -65,11 +66,18 @@ def build_body(
         "native_finish_reason": verdict.native_stop_reason,
     }
     return {
-        "id": resp.id or "chatcmpl-" + ctx.request_id,
+        "id": resp.id or "chatcmpl-" + terms.request_id,
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": resp.model or model,
+        "model": resp.model or terms.model,
         "choices": [choice],
         "usage": usage_body(resp.usage),
-        "gateway": ctx.extension(verdict),
+        "gateway": terms.extension(verdict),
     }
+
+
+def models_body(names: Sequence[str]) -> dict[str, Any]:
+    """`GET /v1/models` in OpenAI's list shape."""
+    created = int(time.time())
+    data = [{"id": n, "object": "model", "created": created, "owned_by": "gateway"} for n in names]
+    return {"object": "list", "data": data}

@@ -4,23 +4,26 @@ Chunks without tool calls or a finish_reason go out as the upstream sent them. T
 are held per choice until that choice's finish_reason, then re-emitted with indexes made
 contiguous from 0 and id/name/type only on a call's first delta (the openai SDK's accumulator
 needs both), or withheld when the choice was cut. The finish chunk gains `native_finish_reason`
-and the `gateway` object. A broken stream ends with an error chunk.
+and the `gateway` object; its finish_reason is the native value's own (a refusal keeps `stop`),
+while the `gateway` object says what the decoder made of it. A broken stream ends with an error
+chunk: choice 0's ending is the exchange's to judge, other choices' the relay's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
-from gateway.context import ExchangeContext
-from gateway.encode import Parsed
-from gateway.encode.errors import stream_error_frame
-from gateway.events import Event, StopReason, StreamEnd, StreamError
+from gateway.encode import Parsed, ReplyTerms
+from gateway.encode.openai_errors import stream_frame
+from gateway.events import Event, Stop, StopReason, StreamError
 from gateway.formats.openai_chat import ToolSlots
 from gateway.formats.sse import SSEFrame, encode
-from gateway.normalize.stop_reasons import from_openai, to_openai
-from gateway.normalize.truncation import judge
+from gateway.formats.stop_reasons import from_openai, to_openai
+from gateway.normalize.aggregate import AggregatedResponse
+from gateway.normalize.truncation import Verdict
 
 DONE_FRAME = b"data: [DONE]\n\n"
 BROKEN = frozenset({StopReason.ERROR, StopReason.ABORTED})
@@ -35,33 +38,23 @@ class ChoiceState:
 
 
 class OpenAIRelay:
-    __slots__ = ("_choices", "_ctx", "_over")
+    __slots__ = ("_choices", "_over", "_terms")
 
-    def __init__(self, ctx: ExchangeContext) -> None:
-        self._ctx = ctx
+    def __init__(self, terms: ReplyTerms) -> None:
+        self._terms = terms
         self._choices: dict[int, ChoiceState] = {}
-        self._over = False
+        self._over = False  # another choice broke: nothing more goes out
 
-    def feed(self, frame: SSEFrame | None, obj: Parsed, events: list[Event]) -> bytes:
-        if self._over:
-            return b""
-        for event in events:
-            if isinstance(event, StreamError):
-                return self._broken(event)
-        if obj is None:  # [DONE], or the upstream ended after every choice finished
-            if any(isinstance(e, StreamEnd) for e in events):
-                self._over = True
-                return DONE_FRAME
-            return b""
+    def feed(self, frame: SSEFrame | None, obj: Parsed, events: Sequence[Event]) -> bytes:
+        if self._over or obj is None:
+            return b""  # [DONE] goes out in end()
         choices = obj.get("choices")
         if not choices or not any(_needs_work(c) for c in choices):
             return encode(frame.data) if frame else b""
-        out: list[bytes] = []
-        for choice in choices:
-            out.append(self._choice(obj, choice))
-        return b"".join(out)
+        stop = next((e for e in events if isinstance(e, Stop)), None)
+        return b"".join(self._choice(obj, choice, stop) for choice in choices)
 
-    def _choice(self, obj: dict[str, Any], choice: dict[str, Any]) -> bytes:
+    def _choice(self, obj: dict[str, Any], choice: dict[str, Any], stop: Stop | None) -> bytes:
         index = choice.get("index", 0)
         state = self._choices.get(index)
         if state is None:
@@ -76,14 +69,20 @@ class OpenAIRelay:
             return b"" if state.held and state.held[-1] is chunk else encode(orjson.dumps(chunk))
         if state.held and state.held[-1] is chunk:
             state.held.pop()
-        return self._finish(chunk, choice, finish, state)
+        return self._finish(chunk, choice, finish, state, stop if index == 0 else None)
 
     def _finish(
-        self, chunk: dict[str, Any], choice: dict[str, Any], finish: str, state: ChoiceState
+        self,
+        chunk: dict[str, Any],
+        choice: dict[str, Any],
+        finish: str,
+        state: ChoiceState,
+        stop: Stop | None,
     ) -> bytes:
-        reason = from_openai(finish)
-        verdict = judge(reason, finish, None, state.tools.calls, self._ctx.policy)
-        ext = self._ctx.extension(verdict)
+        shown = from_openai(finish)
+        reason = stop.reason if stop is not None else shown
+        verdict = self._terms.judge(reason, finish, state.tools.calls)
+        ext = self._terms.extension(verdict)
         released = self._release(state, verdict.deliver_tool_calls)
         if reason in BROKEN:
             self._over = True
@@ -91,10 +90,10 @@ class OpenAIRelay:
                 "aborted" if reason is StopReason.ABORTED else "upstream_error",
                 f"upstream stopped the generation (finish_reason: {finish})",
             )
-            return released + stream_error_frame("openai", error, ext)
+            return released + stream_frame(error, ext)
         if not verdict.deliver_tool_calls:
             _strip_tools(choice)
-        choice["finish_reason"] = to_openai(reason, verdict.delivered_tool_calls)
+        choice["finish_reason"] = to_openai(shown, verdict.delivered_tool_calls)
         choice["native_finish_reason"] = finish
         chunk["gateway"] = ext
         return released + encode(orjson.dumps(chunk))
@@ -108,13 +107,16 @@ class OpenAIRelay:
             out.append(encode(orjson.dumps(chunk)))
         return b"".join(out)
 
-    def _broken(self, error: StreamError) -> bytes:
+    def end(self, verdict: Verdict, response: AggregatedResponse) -> bytes:
+        return b"" if self._over else DONE_FRAME
+
+    def fail(self, error: StreamError, verdict: Verdict, response: AggregatedResponse) -> bytes:
+        if self._over:
+            return b""
         self._over = True
-        verdict = self._ctx.verdict()
-        released = b"".join(
-            self._release(state, verdict.deliver_tool_calls) for state in self._choices.values()
-        )
-        return released + stream_error_frame("openai", error, self._ctx.extension(verdict))
+        deliver = verdict.deliver_tool_calls
+        released = b"".join(self._release(state, deliver) for state in self._choices.values())
+        return released + stream_frame(error, self._terms.extension(verdict))
 
 
 def _needs_work(choice: dict[str, Any]) -> bool:

@@ -10,26 +10,27 @@ one; then `[DONE]`. A broken stream ends with an error chunk instead.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
-from gateway.context import ExchangeContext
-from gateway.encode import Parsed
-from gateway.encode.errors import stream_error_frame
+from gateway.encode import Parsed, ReplyTerms
+from gateway.encode.openai_errors import stream_frame
 from gateway.events import (
     Event,
     MessageStart,
     RefusalDelta,
     StopReason,
-    StreamEnd,
     StreamError,
     TextDelta,
     ThinkingDelta,
     Usage,
 )
 from gateway.formats.sse import SSEFrame, encode
-from gateway.normalize.stop_reasons import to_openai
+from gateway.formats.stop_reasons import to_openai
+from gateway.normalize.aggregate import AggregatedResponse
+from gateway.normalize.truncation import Verdict
 
 DONE_FRAME = b"data: [DONE]\n\n"
 CHUNK_TAIL = b'},"logprobs":null,"finish_reason":null}]}\n\n'
@@ -48,20 +49,17 @@ def usage_body(usage: Usage) -> dict[str, Any]:
 
 
 class OpenAIChatWriter:
-    __slots__ = ("_created", "_ctx", "_head", "_id", "_model", "_over", "_started")
+    __slots__ = ("_created", "_head", "_id", "_model", "_started", "_terms")
 
-    def __init__(self, ctx: ExchangeContext, model: str) -> None:
-        self._ctx = ctx
-        self._model = model
-        self._id = "chatcmpl-" + ctx.request_id
+    def __init__(self, terms: ReplyTerms) -> None:
+        self._terms = terms
+        self._model = terms.model
+        self._id = "chatcmpl-" + terms.request_id
         self._created = int(time.time())
         self._head = b""
         self._started = False
-        self._over = False
 
-    def feed(self, frame: SSEFrame | None, obj: Parsed, events: list[Event]) -> bytes:
-        if self._over:
-            return b""
+    def feed(self, frame: SSEFrame | None, obj: Parsed, events: Sequence[Event]) -> bytes:
         out: list[bytes] = []
         for event in events:
             match event:
@@ -73,10 +71,6 @@ class OpenAIChatWriter:
                     out.append(self._delta(b'"refusal":', text))
                 case MessageStart():
                     out.append(self._start(event))
-                case StreamEnd():
-                    out.append(self._end())
-                case StreamError():
-                    out.append(self._broken(event))
         return b"".join(out)
 
     def _start(self, event: MessageStart) -> bytes:
@@ -112,12 +106,10 @@ class OpenAIChatWriter:
         }
         return encode(orjson.dumps(body))
 
-    def _tool_chunks(self) -> bytes:
-        agg = self._ctx.aggregator
+    def _tool_chunks(self, response: AggregatedResponse) -> bytes:
         out = []
-        for call in agg.tool_calls:
-            arguments = agg.arguments(call.index) or "{}"
-            fn = {"name": call.name, "arguments": arguments}
+        for call in response.tool_calls:
+            fn = {"name": call.name, "arguments": call.arguments or "{}"}
             delta = {
                 "tool_calls": [
                     {"index": call.index, "id": call.id, "type": "function", "function": fn}
@@ -128,15 +120,12 @@ class OpenAIChatWriter:
             )
         return b"".join(out)
 
-    def _end(self) -> bytes:
-        self._over = True
-        verdict = self._ctx.verdict()
-        snapshot = self._ctx.aggregator.snapshot
+    def end(self, verdict: Verdict, response: AggregatedResponse) -> bytes:
         prefix = b"" if self._started else self._start(MessageStart("", ""))
-        tools = self._tool_chunks() if verdict.delivered_tool_calls else b""
+        tools = self._tool_chunks(response) if verdict.delivered_tool_calls else b""
         delta: dict[str, Any] = {}
-        if snapshot.stop_details and verdict.stop_reason is StopReason.REFUSAL:
-            explanation = snapshot.stop_details.get("explanation")
+        if response.stop_details and verdict.stop_reason is StopReason.REFUSAL:
+            explanation = response.stop_details.get("explanation")
             if explanation:
                 delta["refusal"] = explanation
         finish = {
@@ -146,14 +135,12 @@ class OpenAIChatWriter:
             "finish_reason": to_openai(verdict.stop_reason, verdict.delivered_tool_calls),
             "native_finish_reason": verdict.native_stop_reason,
         }
-        out = [prefix, tools, self._chunk(finish, gateway=self._ctx.extension(verdict))]
-        if self._ctx.include_usage:
-            out.append(self._chunk(None, usage=usage_body(snapshot.usage)))
+        out = [prefix, tools, self._chunk(finish, gateway=self._terms.extension(verdict))]
+        if self._terms.include_usage:
+            out.append(self._chunk(None, usage=usage_body(response.usage)))
         out.append(DONE_FRAME)
         return b"".join(out)
 
-    def _broken(self, error: StreamError) -> bytes:
-        self._over = True
-        verdict = self._ctx.verdict()
-        tools = self._tool_chunks() if verdict.delivered_tool_calls else b""
-        return tools + stream_error_frame("openai", error, self._ctx.extension(verdict))
+    def fail(self, error: StreamError, verdict: Verdict, response: AggregatedResponse) -> bytes:
+        tools = self._tool_chunks(response) if verdict.delivered_tool_calls else b""
+        return tools + stream_frame(error, self._terms.extension(verdict))

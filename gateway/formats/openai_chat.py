@@ -2,7 +2,10 @@
 
 Content, tool calls and the stop reason are taken from choice 0 (the only choice a translated
 exchange can have); completeness follows every choice: an OpenAI-wire stream is complete when
-each choice it opened got its finish_reason, whether or not `[DONE]` follows.
+each choice it opened got its finish_reason, whether or not `[DONE]` follows. A refusal
+(`refusal` text with finish `stop`) is normalized REFUSAL, the native `stop` kept beside it.
+Every field read goes through `gateway.formats.shape`, so a chunk of the wrong shape is a
+protocol error of the upstream.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from gateway.events import (
     MessageStart,
     RefusalDelta,
     Stop,
+    StopReason,
     StreamEnd,
     StreamError,
     TextDelta,
@@ -24,21 +28,30 @@ from gateway.events import (
     ToolCallStart,
     Usage,
 )
+from gateway.formats.shape import (
+    ShapeError,
+    count,
+    index,
+    mapping,
+    objects,
+    string,
+)
 from gateway.formats.sse import SSEFrame
-from gateway.normalize.stop_reasons import from_openai
+from gateway.formats.stop_reasons import from_openai
 
 DONE = b"[DONE]"
 REASONING_KEYS = ("reasoning_content", "reasoning")  # DeepSeek, vLLM / OpenRouter
 
 
-def usage_event(usage: dict[str, Any]) -> Usage:
-    prompt = usage.get("prompt_tokens_details") or {}
-    completion = usage.get("completion_tokens_details") or {}
+def usage_event(usage: Any) -> Usage:
+    usage = mapping(usage, "usage")
+    prompt = mapping(usage.get("prompt_tokens_details"), "usage.prompt_tokens_details")
+    completion = mapping(usage.get("completion_tokens_details"), "usage.completion_tokens_details")
     return Usage(
-        input_tokens=usage.get("prompt_tokens"),
-        output_tokens=usage.get("completion_tokens"),
-        cache_read_tokens=prompt.get("cached_tokens"),
-        reasoning_tokens=completion.get("reasoning_tokens"),
+        input_tokens=count(usage.get("prompt_tokens")),
+        output_tokens=count(usage.get("completion_tokens")),
+        cache_read_tokens=count(prompt.get("cached_tokens")),
+        reasoning_tokens=count(completion.get("reasoning_tokens")),
     )
 
 
@@ -46,12 +59,32 @@ def error_event(error: Any) -> StreamError:
     if not isinstance(error, dict):
         return StreamError("upstream_error", str(error), "server_error")
     code = error.get("code")
+    kind = error.get("type")
     return StreamError(
         "upstream_error",
         str(error.get("message") or "upstream error"),
-        error.get("type") or (code if isinstance(code, str) else None) or "server_error",
-        status=code if isinstance(code, int) else None,  # vLLM puts the HTTP status here
+        (kind if isinstance(kind, str) else None)
+        or (code if isinstance(code, str) else None)
+        or "server_error",
+        status=code if isinstance(code, int) and not isinstance(code, bool) else None,
     )
+
+
+def stop_reason(finish: str | None, refused: bool) -> StopReason:
+    reason = from_openai(finish)
+    return StopReason.REFUSAL if refused and reason is StopReason.STOP else reason
+
+
+def function_of(call: dict[str, Any]) -> tuple[str | None, str]:
+    """A tool-call delta's function name and argument text (an object is sent as its JSON)."""
+    function = mapping(call.get("function"), "tool_calls.function")
+    name = string(function.get("name"), "tool_calls.function.name")
+    arguments = function.get("arguments")
+    if arguments is None:
+        return name, ""
+    if isinstance(arguments, str):
+        return name, arguments
+    return name, orjson.dumps(arguments).decode()
 
 
 class ToolSlots:
@@ -70,36 +103,35 @@ class ToolSlots:
     def assign(self, position: int, delta: dict[str, Any]) -> tuple[int, bool]:
         """The delta's ordinal, and whether it opens a new call."""
         key = delta.get("index", position)
-        call_id = delta.get("id") or ""
+        if key != "function_call":
+            key = index(key, "tool_calls.index", position)
+        call_id = string(delta.get("id"), "tool_calls.id") or ""
         ordinal = self._by_key.get(key)
         if ordinal is not None and not (call_id and call_id != self.calls[ordinal][0]):
             return ordinal, False
         ordinal = self._by_key[key] = len(self.calls)
-        name = (delta.get("function") or {}).get("name") or ""
-        self.calls.append((call_id or f"call_gw_{ordinal}", name))
+        name, _ = function_of(delta)
+        self.calls.append((call_id or f"call_gw_{ordinal}", name or ""))
         return ordinal, True
 
     def feed(self, position: int, delta: dict[str, Any], out: list[Event]) -> None:
         ordinal, new = self.assign(position, delta)
         if new:
             out.append(ToolCallStart(ordinal, *self.calls[ordinal]))
-        args = (delta.get("function") or {}).get("arguments")
-        if args:
-            out.append(ToolCallDelta(ordinal, args if isinstance(args, str) else _dumps(args)))
-
-
-def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
+        _, arguments = function_of(delta)
+        if arguments:
+            out.append(ToolCallDelta(ordinal, arguments))
 
 
 class OpenAIChatDecoder:
     """One upstream stream's state: `decode(frame)` per SSE frame, `eof()` at the end."""
 
-    __slots__ = ("_ended", "_finished", "_opened", "_started", "tools")
+    __slots__ = ("_ended", "_finished", "_opened", "_refused", "_started", "tools")
 
     def __init__(self) -> None:
         self._started = False
         self._ended = False
+        self._refused = False
         self._opened: set[int] = set()
         self._finished: set[int] = set()
         self.tools = ToolSlots()
@@ -117,7 +149,7 @@ class OpenAIChatDecoder:
             return None, [StreamError("truncated", "upstream sent [DONE] before a finish_reason")]
         obj = orjson.loads(frame.data)
         if not isinstance(obj, dict):
-            raise ValueError("chunk is not a JSON object")
+            raise ShapeError("chunk is not a JSON object")
         events: list[Event] = []
         if obj.get("error"):
             self._ended = True
@@ -125,8 +157,9 @@ class OpenAIChatDecoder:
             return obj, events
         if not self._started and obj.get("id"):
             self._started = True
-            events.append(MessageStart(obj["id"], obj.get("model") or ""))
-        for choice in obj.get("choices") or ():
+            model = string(obj.get("model"), "model") or ""
+            events.append(MessageStart(string(obj["id"], "id") or "", model))
+        for choice in objects(obj.get("choices"), "choices"):
             self._choice(choice, events)
         usage = obj.get("usage")
         if usage:
@@ -142,16 +175,20 @@ class OpenAIChatDecoder:
         return [StreamError("truncated", "upstream stream ended before every choice finished")]
 
     def _choice(self, choice: dict[str, Any], events: list[Event]) -> None:
-        index = choice.get("index", 0)
-        self._opened.add(index)
-        delta = choice.get("delta") or {}
-        if index == 0 and delta:
-            _delta_events(delta, self.tools, events)
-        finish = choice.get("finish_reason")
-        if finish is not None and index not in self._finished:
-            self._finished.add(index)
-            if index == 0:
-                events.append(Stop(from_openai(finish), finish, _stop_string(choice)))
+        position = index(choice.get("index"), "choices.index", 0)
+        self._opened.add(position)
+        delta = mapping(choice.get("delta"), "choices.delta")
+        if position == 0:
+            if delta:
+                self._refused = _delta_events(delta, self.tools, events) or self._refused
+        else:
+            _check_delta(delta)  # other choices are relayed as they are: check what is read
+        finish = string(choice.get("finish_reason"), "finish_reason")
+        if finish is not None and position not in self._finished:
+            self._finished.add(position)
+            if position == 0:
+                reason = stop_reason(finish, self._refused)
+                events.append(Stop(reason, finish, _stop_string(choice)))
 
 
 def _stop_string(choice: dict[str, Any]) -> str | None:
@@ -159,36 +196,49 @@ def _stop_string(choice: dict[str, Any]) -> str | None:
     return matched if isinstance(matched, str) else None
 
 
-def _delta_events(delta: dict[str, Any], tools: ToolSlots, events: list[Event]) -> None:
+def _check_delta(delta: dict[str, Any]) -> None:
+    for call in objects(delta.get("tool_calls"), "tool_calls"):
+        string(call.get("id"), "tool_calls.id")
+        function_of(call)
+    mapping(delta.get("function_call"), "function_call")
+
+
+def _delta_events(delta: dict[str, Any], tools: ToolSlots, events: list[Event]) -> bool:
+    """Append the events of a delta (or whole message); True when it holds refusal text."""
     for key in REASONING_KEYS:
-        if delta.get(key):
-            events.append(ThinkingDelta(delta[key]))
-    if delta.get("content"):
-        events.append(TextDelta(delta["content"]))
-    if delta.get("refusal"):
-        events.append(RefusalDelta(delta["refusal"]))
-    calls = delta.get("tool_calls")
-    if calls:
-        for position, call in enumerate(calls):
-            tools.feed(position, call, events)
-    legacy = delta.get("function_call")
+        reasoning = delta.get(key)
+        if reasoning and isinstance(reasoning, str):
+            events.append(ThinkingDelta(reasoning))
+    content = string(delta.get("content"), "content")
+    if content:
+        events.append(TextDelta(content))
+    refusal = string(delta.get("refusal"), "refusal")
+    if refusal:
+        events.append(RefusalDelta(refusal))
+    for position, call in enumerate(objects(delta.get("tool_calls"), "tool_calls")):
+        tools.feed(position, call, events)
+    legacy = mapping(delta.get("function_call"), "function_call")
     if legacy:
         tools.feed(0, {"index": "function_call", "function": legacy}, events)
+    return bool(refusal)
 
 
 def response_events(body: dict[str, Any]) -> list[Event]:
     """A non-streaming response body as the events a stream of it would give."""
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ValueError("response has no choices")
-    events: list[Event] = [MessageStart(body.get("id") or "", body.get("model") or "")]
+    choices = objects(body.get("choices"), "choices")
+    if not choices:
+        raise ShapeError("response has no choices")
+    model = string(body.get("model"), "model") or ""
+    events: list[Event] = [MessageStart(string(body.get("id"), "id") or "", model)]
     choice = choices[0]
-    message = choice.get("message") or {}
-    tools = ToolSlots()
-    _delta_events(message, tools, events)
+    for other in choices[1:]:
+        _check_delta(mapping(other.get("message"), "choices.message"))
+        string(other.get("finish_reason"), "finish_reason")
+    message = mapping(choice.get("message"), "choices.message")
+    refused = _delta_events(message, ToolSlots(), events)
     if body.get("usage"):
         events.append(usage_event(body["usage"]))
-    finish = choice.get("finish_reason")
-    events.append(Stop(from_openai(finish), finish, _stop_string(choice)))
+    finish = string(choice.get("finish_reason"), "finish_reason")
+    events.append(Stop(stop_reason(finish, refused), finish, _stop_string(choice)))
     events.append(StreamEnd(terminator_seen=True))
     return events

@@ -89,6 +89,10 @@ class SSEDecoder:
 
 
 def encode(data: bytes, event: str | None = None) -> bytes:
+    """One SSE event. Data that spans lines (a relayed event the upstream sent as several `data:`
+    lines, which the decoder joined with `\\n`) gets a `data: ` prefix on every line again."""
+    if b"\n" in data:
+        data = data.replace(b"\n", b"\ndata: ")
     if event is None:
         return b"data: " + data + b"\n\n"
     return b"event: " + event.encode() + b"\ndata: " + data + b"\n\n"

@@ -2,43 +2,33 @@
 
 from __future__ import annotations
 
-import time
+from collections.abc import Mapping
 
 import orjson
 from aiohttp import web
 
+from gateway.client_formats import detect
 from gateway.settings import Settings
-from providers.mock import CONVERSATION_SCENARIOS, SCENARIOS
+from providers.base import Provider
 
 
-def model_names(settings: Settings) -> list[str]:
+def model_names(settings: Settings, providers: Mapping[str, Provider]) -> list[str]:
+    """The routes' names, then the names each provider answers on its own, when a route sends
+    them to that provider."""
     names = settings.model_names()
-    if any(p.kind == "mock" for p in settings.providers.values()):
-        scenarios = (*SCENARIOS, *CONVERSATION_SCENARIOS)
-        names += [f"mock-{s}" for s in scenarios if f"mock-{s}" not in names]
+    for name, provider in providers.items():
+        for model in provider.offered_models():
+            route = settings.resolve_route(model)
+            if route is not None and route.provider_name == name and model not in names:
+                names.append(model)
     return names
 
 
-def models_response(request: web.Request, settings: Settings) -> web.Response:
-    """The OpenAI list shape, or the Anthropic one for a client that sends anthropic-version."""
-    names = model_names(settings)
-    if "anthropic-version" in request.headers:
-        data = [
-            {"id": n, "type": "model", "display_name": n, "created_at": "2025-01-01T00:00:00Z"}
-            for n in names
-        ]
-        body = {
-            "data": data,
-            "has_more": False,
-            "first_id": names[0] if names else None,
-            "last_id": names[-1] if names else None,
-        }
-    else:
-        created = int(time.time())
-        data = [
-            {"id": n, "object": "model", "created": created, "owned_by": "gateway"} for n in names
-        ]
-        body = {"object": "list", "data": data}
+def models_response(
+    request: web.Request, settings: Settings, providers: Mapping[str, Provider]
+) -> web.Response:
+    """The list in the shape of the client's format (Anthropic's for `anthropic-version`)."""
+    body = detect(request.path, request.headers).models_body(model_names(settings, providers))
     return web.Response(body=orjson.dumps(body), content_type="application/json")
 
 

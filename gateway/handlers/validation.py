@@ -14,18 +14,34 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 from gateway.errors import InvalidJSON, InvalidRequest
 
 
-class _Body(BaseModel):
+class RequestBody(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     model: str = Field(min_length=1)
     stream: StrictBool | None = False
 
+    @property
+    def include_usage(self) -> bool:
+        """Whether a streamed answer ends with a usage chunk the client asked for."""
+        return False
 
-class ChatCompletionsBody(_Body):
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    include_usage: StrictBool | None = None
+
+
+class ChatCompletionsBody(RequestBody):
     messages: list[dict[str, Any]] = Field(min_length=1)
+    stream_options: StreamOptions | None = None
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
 
 
-class MessagesBody(_Body):
+class MessagesBody(RequestBody):
     messages: list[dict[str, Any]]
     max_tokens: StrictInt = Field(ge=1)
 
@@ -40,7 +56,7 @@ def parse_json(raw: bytes) -> dict[str, Any]:
     return obj
 
 
-def validate(model: type[_Body], obj: dict[str, Any], endpoint: str) -> _Body:
+def validate(model: type[RequestBody], obj: dict[str, Any], endpoint: str) -> RequestBody:
     try:
         return model.model_validate(obj)
     except ValidationError as exc:

@@ -10,6 +10,10 @@ No I/O; drive it from a live stream or a recorded file alike:
 Tool-call arguments are kept as the raw string the upstream sent and parsed once, at the end.
 A parse failure is logged with the exception class, offset and length only: JSON parsers copy the
 offending text into their messages, and that text may hold secrets.
+
+It checks the order of events instead of guessing: a tool call started twice or out of order, a
+delta for a call never started, an event after the end of the stream. `handle` then records a
+protocol error (the stream broke) and returns it, so the caller can end the client's stream.
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ class AggregatedResponse:
 
 
 class ChunkAggregator:
-    __slots__ = ("_args", "_calls", "_refusal", "_resp", "_text", "_thinking")
+    __slots__ = ("_args", "_calls", "_ended", "_final", "_refusal", "_resp", "_text", "_thinking")
 
     def __init__(self) -> None:
         self._resp = AggregatedResponse()
@@ -90,6 +94,8 @@ class ChunkAggregator:
         self._refusal: list[str] = []
         self._calls: list[ToolCall] = []
         self._args: list[list[str]] = []
+        self._ended = False
+        self._final = False
 
     @property
     def tool_calls(self) -> list[ToolCall]:
@@ -112,12 +118,22 @@ class ChunkAggregator:
     def arguments(self, index: int) -> str:
         return "".join(self._args[index])
 
-    def handle(self, event: Event) -> None:
+    def handle(self, event: Event) -> StreamError | None:
+        """Fold one event; returns the protocol error when the event breaks the stream's order
+        (the response is then broken, as by a StreamError)."""
         if self._resp.error is not None:
-            return  # a broken stream stays broken, whatever follows it
+            return None  # a broken stream stays broken, whatever follows it
+        if self._ended and not isinstance(event, StreamError):
+            return self._violation(f"{type(event).__name__} after the end of the stream")
         handler = _HANDLERS.get(type(event))
         if handler is not None:
-            handler(self, event)
+            return handler(self, event)
+        return None
+
+    def _violation(self, problem: str) -> StreamError:
+        error = StreamError("protocol", f"upstream stream out of order: {problem}")
+        self._error(error)
+        return error
 
     def _text_delta(self, event: TextDelta) -> None:
         self._text.append(event.text)
@@ -131,13 +147,19 @@ class ChunkAggregator:
     def _refusal_delta(self, event: RefusalDelta) -> None:
         self._refusal.append(event.text)
 
-    def _tool_start(self, event: ToolCallStart) -> None:
+    def _tool_start(self, event: ToolCallStart) -> StreamError | None:
+        if event.index != len(self._calls):
+            started = "started twice" if event.index < len(self._calls) else "started out of order"
+            return self._violation(f"tool call {event.index} {started}")
         self._calls.append(ToolCall(event.index, event.id, event.name))
         self._args.append([])
+        return None
 
-    def _tool_delta(self, event: ToolCallDelta) -> None:
-        if event.index < len(self._args):
-            self._args[event.index].append(event.arguments)
+    def _tool_delta(self, event: ToolCallDelta) -> StreamError | None:
+        if not 0 <= event.index < len(self._args):
+            return self._violation(f"arguments for tool call {event.index}, never started")
+        self._args[event.index].append(event.arguments)
+        return None
 
     def _message_start(self, event: MessageStart) -> None:
         self._resp.id = event.id
@@ -158,6 +180,7 @@ class ChunkAggregator:
         resp.stop_details = event.details
 
     def _end(self, event: StreamEnd) -> None:
+        self._ended = True
         self._resp.complete = True
         self._resp.terminator_seen = event.terminator_seen
 
@@ -169,7 +192,11 @@ class ChunkAggregator:
         resp.native_stop_reason = _native_for_error(event)
 
     def final(self) -> AggregatedResponse:
+        """The whole response: text joined, arguments parsed (once: later calls return it)."""
         resp = self._resp
+        if self._final:
+            return resp
+        self._final = True
         resp.text = "".join(self._text)
         resp.thinking = "".join(self._thinking)
         resp.refusal = "".join(self._refusal)

@@ -18,12 +18,9 @@ TRANSLATORS: dict[tuple[str, str], Translator] = {
 
 def translate_request(
     client: str, wire: str, body: dict[str, Any], upstream_model: str
-) -> dict[str, Any] | None:
-    """The upstream body, or None when the client's own bytes can go unchanged.
-
-    Same-format traffic keeps every field, known or not; only a route's rename touches it."""
-    if client == wire:
-        return None if body.get("model") == upstream_model else {**body, "model": upstream_model}
+) -> dict[str, Any]:
+    """The client's body translated for an upstream of another wire (same-format traffic is a
+    passthrough and never comes here)."""
     translator = TRANSLATORS.get((client, wire))
     if translator is None:
         supported = ", ".join(f"{c}->{w}" for c, w in TRANSLATORS)

@@ -1,15 +1,20 @@
-"""Stop-reason tables: each wire's native values to the normalized set and back.
+"""Stop-reason tables: one per wire, read by the gateway and by `gateway.loop` alike.
 
-An unknown native value is UNKNOWN, never STOP; the native string always travels beside it.
+Each wire has its native values -> the normalized set (`*_NATIVE`), and each client format the
+value its clients see for a normalized reason (`TO_*`). An unknown native value is UNKNOWN,
+never STOP; the native string always travels beside it. ERROR and ABORTED have no client value:
+a response that broke ends with the format's error event instead.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from gateway.events import StopReason
 
 S = StopReason
 
-OPENAI_NATIVE: dict[str, StopReason] = {
+OPENAI_NATIVE: Mapping[str, StopReason] = {
     "stop": S.STOP,
     "length": S.LENGTH,
     "tool_calls": S.TOOL_CALLS,
@@ -23,7 +28,7 @@ OPENAI_NATIVE: dict[str, StopReason] = {
     "end_turn": S.STOP,  # xAI and others
 }
 
-ANTHROPIC_NATIVE: dict[str, StopReason] = {
+ANTHROPIC_NATIVE: Mapping[str, StopReason] = {
     "end_turn": S.STOP,
     "tool_use": S.TOOL_CALLS,
     "max_tokens": S.LENGTH,
@@ -33,7 +38,7 @@ ANTHROPIC_NATIVE: dict[str, StopReason] = {
     "model_context_window_exceeded": S.CONTEXT_WINDOW,
 }
 
-TO_OPENAI: dict[StopReason, str] = {
+TO_OPENAI: Mapping[StopReason, str] = {
     S.STOP: "stop",
     S.TOOL_CALLS: "tool_calls",
     S.LENGTH: "length",
@@ -46,7 +51,7 @@ TO_OPENAI: dict[StopReason, str] = {
     S.UNKNOWN: "stop",
 }
 
-TO_ANTHROPIC: dict[StopReason, str] = {
+TO_ANTHROPIC: Mapping[StopReason, str] = {
     S.STOP: "end_turn",
     S.TOOL_CALLS: "tool_use",
     S.LENGTH: "max_tokens",
@@ -60,12 +65,19 @@ TO_ANTHROPIC: dict[StopReason, str] = {
 }
 
 
+def normalized(table: Mapping[str, StopReason], native: object) -> StopReason:
+    """A wire's native value through its table; anything the table lacks is UNKNOWN."""
+    if not isinstance(native, str) or not native:
+        return S.UNKNOWN
+    return table.get(native, S.UNKNOWN)
+
+
 def from_openai(native: str | None) -> StopReason:
-    return OPENAI_NATIVE.get(native, S.UNKNOWN) if native else S.UNKNOWN
+    return normalized(OPENAI_NATIVE, native)
 
 
 def from_anthropic(native: str | None) -> StopReason:
-    return ANTHROPIC_NATIVE.get(native, S.UNKNOWN) if native else S.UNKNOWN
+    return normalized(ANTHROPIC_NATIVE, native)
 
 
 def to_openai(reason: StopReason, has_tool_calls: bool) -> str:

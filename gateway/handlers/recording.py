@@ -1,16 +1,21 @@
-"""Filling an exchange's audit record from what the exchange saw."""
+"""Filling an exchange's audit record from what its attempt saw."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from gateway.audit.record import AuditRecord
-from gateway.context import ExchangeContext
+from gateway.handlers.attempt import Attempt
 
 
-def complete_record(record: AuditRecord, ctx: ExchangeContext, log_content: bool) -> None:
-    """Stop reason, cut, tool calls, parse failures, usage; called once the aggregate is final."""
-    snapshot = ctx.aggregator.snapshot
-    if ctx.upstream_answered:
-        verdict = ctx.verdict()
+def complete_record(
+    record: AuditRecord, attempt: Attempt, request_body: dict[str, Any] | None
+) -> None:
+    """Stop reason, cut, tool calls, parse failures, usage; called once the aggregate is final.
+    `request_body` is given only with content logging on."""
+    snapshot = attempt.aggregator.snapshot
+    if attempt.answered:
+        verdict = attempt.verdict()
         record.stop_reason = verdict.stop_reason.value
         record.native_stop_reason = verdict.native_stop_reason
         record.truncated = verdict.truncated
@@ -36,10 +41,9 @@ def complete_record(record: AuditRecord, ctx: ExchangeContext, log_content: bool
     error = snapshot.error
     if error is not None and record.error_class is None:
         record.error_class = f"stream_{error.kind}"
-        record.client_aborted = error.kind == "aborted"
-    if log_content:
+    if request_body is not None:
         record.content = {
-            "request": ctx.request_body,
+            "request": request_body,
             "response": {
                 "text": snapshot.text,
                 "thinking": snapshot.thinking,

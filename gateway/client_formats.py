@@ -1,0 +1,118 @@
+"""The client formats the gateway speaks, one row each: what a client of the format sends and
+what it must receive. The exchange, error rendering, the agent guard and the app read these rows;
+adding a format is adding a row and its modules.
+
+    client = CLIENT_FORMATS["anthropic"]
+    body = validate(client.body_model, obj, client.endpoint)
+    writer = client.stream_writer(wire.name, terms)     # relay for its own wire, else translate
+    status, payload, headers = client.render_error(err, request_id)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.agent_guard import TurnReader, anthropic_turns, openai_turns
+from gateway.encode import ReplyTerms, StreamWriter, anthropic_body, openai_body
+from gateway.encode.anthropic_errors import ERRORS as ANTHROPIC_ERRORS
+from gateway.encode.anthropic_relay import AnthropicRelay
+from gateway.encode.anthropic_stream import AnthropicMessagesWriter
+from gateway.encode.errors import ErrorFormat, render_error
+from gateway.encode.openai_errors import ERRORS as OPENAI_ERRORS
+from gateway.encode.openai_relay import OpenAIRelay
+from gateway.encode.openai_stream import OpenAIChatWriter
+from gateway.errors import GatewayError
+from gateway.handlers.validation import ChatCompletionsBody, MessagesBody, RequestBody
+from gateway.normalize.aggregate import AggregatedResponse
+from gateway.normalize.truncation import Verdict
+
+RelayBody = Callable[[dict[str, Any], Verdict, ReplyTerms], dict[str, Any]]
+BuildBody = Callable[[AggregatedResponse, Verdict, ReplyTerms], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientFormat:
+    name: str
+    endpoint: str  # how error messages name the endpoint
+    paths: tuple[str, ...]  # where it is served
+    marker_headers: tuple[str, ...]  # headers only this format's clients send
+    body_model: type[RequestBody]
+    relay_wire: str  # the upstream wire whose frames and bodies go to the client unchanged
+    relay: Callable[[ReplyTerms], StreamWriter]  # stream writer for `relay_wire`
+    writer: Callable[[ReplyTerms], StreamWriter]  # stream writer from events, any other wire
+    relay_body: RelayBody
+    build_body: BuildBody
+    errors: ErrorFormat
+    tool_turns: TurnReader  # its conversation history, read for the runaway signal
+    models_body: Callable[[Sequence[str]], dict[str, Any]]
+
+    def relays(self, wire: str) -> bool:
+        return wire == self.relay_wire
+
+    def stream_writer(self, wire: str, terms: ReplyTerms) -> StreamWriter:
+        return self.relay(terms) if self.relays(wire) else self.writer(terms)
+
+    def render_body(
+        self,
+        wire: str,
+        upstream: dict[str, Any],
+        response: AggregatedResponse,
+        verdict: Verdict,
+        terms: ReplyTerms,
+    ) -> dict[str, Any]:
+        if self.relays(wire):
+            return self.relay_body(upstream, verdict, terms)
+        return self.build_body(response, verdict, terms)
+
+    def render_error(self, err: GatewayError, request_id: str) -> tuple[int, bytes, dict[str, str]]:
+        return render_error(self.errors, self.relay_wire, err, request_id)
+
+
+OPENAI = ClientFormat(
+    name="openai",
+    endpoint="chat completions",
+    paths=("/v1/chat/completions", "/chat/completions"),
+    marker_headers=(),
+    body_model=ChatCompletionsBody,
+    relay_wire="openai",
+    relay=OpenAIRelay,
+    writer=OpenAIChatWriter,
+    relay_body=openai_body.relay_body,
+    build_body=openai_body.build_body,
+    errors=OPENAI_ERRORS,
+    tool_turns=openai_turns,
+    models_body=openai_body.models_body,
+)
+ANTHROPIC = ClientFormat(
+    name="anthropic",
+    endpoint="messages",
+    paths=("/v1/messages",),
+    marker_headers=("anthropic-version",),
+    body_model=MessagesBody,
+    relay_wire="anthropic",
+    relay=AnthropicRelay,
+    writer=AnthropicMessagesWriter,
+    relay_body=anthropic_body.relay_body,
+    build_body=anthropic_body.build_body,
+    errors=ANTHROPIC_ERRORS,
+    tool_turns=anthropic_turns,
+    models_body=anthropic_body.models_body,
+)
+
+CLIENT_FORMATS: Mapping[str, ClientFormat] = {row.name: row for row in (OPENAI, ANTHROPIC)}
+# Who is answered when nothing in the request names a format: the most common clients.
+DEFAULT_FORMAT = OPENAI
+
+
+def detect(path: str, headers: Mapping[str, str]) -> ClientFormat:
+    """The format of a request outside an endpoint's handler (404s, server-level errors,
+    `/v1/models`): by its path, then by headers only one format's clients send."""
+    for row in CLIENT_FORMATS.values():
+        if any(path == p or path.startswith(p + "/") for p in row.paths):
+            return row
+    for row in CLIENT_FORMATS.values():
+        if any(name in headers for name in row.marker_headers):
+            return row
+    return DEFAULT_FORMAT

@@ -1,0 +1,85 @@
+"""The upstream wires the gateway reads, one row each; the server and `gateway.loop` share them.
+
+A row names what reading that wire takes: a stream decoder (one per stream), the decoder of a
+whole body, the native stop-reason table and the rule that says when a stream is complete.
+Adding a wire is adding a row and its module; nothing else compares wire names.
+
+    wire = wire_for("anthropic")
+    decoder = wire.stream_decoder()
+    obj, events = decoder.decode(frame)        # per SSE frame
+    events = decoder.eof()                     # at the end of the body
+    events = wire.body_events(body)            # a whole (non-streaming) body
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gateway.events import Event, StopReason
+from gateway.formats import anthropic_messages, openai_chat, stop_reasons
+from gateway.formats.sse import SSEFrame
+
+
+class StreamDecoder(Protocol):
+    def decode(self, frame: SSEFrame) -> tuple[dict[str, Any] | None, list[Event]]:
+        """The frame's parsed object (None for a frame that carries none, or one to drop) and
+        its events. Raises ValueError (incl. JSON errors), TypeError, KeyError or
+        AttributeError when the frame is not this wire's: a protocol error of the upstream."""
+        ...
+
+    def eof(self) -> list[Event]:
+        """The end of the body: StreamEnd when the wire's completeness rule held, else
+        StreamError; nothing when a terminal event was already given."""
+        ...
+
+
+class Completeness(enum.Enum):
+    """When a stream of the wire counts as complete."""
+
+    TERMINATOR = "only its terminator event completes it"
+    EVERY_CHOICE_FINISHED = "complete once every choice it opened got a finish reason"
+
+
+@dataclass(frozen=True, slots=True)
+class Wire:
+    name: str
+    stream_decoder: Callable[[], StreamDecoder]
+    body_events: Callable[[dict[str, Any]], list[Event]]
+    stop_reasons: Mapping[str, StopReason]
+    completeness: Completeness
+
+    def stop_reason(self, native: object) -> StopReason:
+        return stop_reasons.normalized(self.stop_reasons, native)
+
+
+OPENAI = Wire(
+    "openai",
+    openai_chat.OpenAIChatDecoder,
+    openai_chat.response_events,
+    stop_reasons.OPENAI_NATIVE,
+    Completeness.EVERY_CHOICE_FINISHED,
+)
+ANTHROPIC = Wire(
+    "anthropic",
+    anthropic_messages.AnthropicDecoder,
+    anthropic_messages.response_events,
+    stop_reasons.ANTHROPIC_NATIVE,
+    Completeness.TERMINATOR,
+)
+
+WIRES: Mapping[str, Wire] = {wire.name: wire for wire in (OPENAI, ANTHROPIC)}
+
+
+class UnknownWire(LookupError):
+    pass
+
+
+def wire_for(name: str) -> Wire:
+    try:
+        return WIRES[name]
+    except KeyError:
+        known = ", ".join(sorted(WIRES))
+        raise UnknownWire(f"unknown wire {name!r} (known: {known})") from None

@@ -1,0 +1,67 @@
+"""Reading upstream JSON into the types the gateway relies on, at the edge where it arrives.
+
+An upstream that sends a string where an object belongs breaks its own wire format: the decoders
+read every field they use through these helpers, so a wrong shape becomes one `ShapeError` (a
+protocol error of the upstream) instead of an AttributeError deep in an encoder.
+
+    delta = mapping(choice.get("delta"), "delta")       # {} for null/absent, else a dict
+    text = string(delta.get("content"), "content")      # None for null/absent, else a str
+    tokens = count(usage.get("prompt_tokens"))          # a non-negative int64, else None
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+INT64_MAX = 2**63 - 1
+
+
+class ShapeError(ValueError):
+    """An upstream JSON value of the wrong type; the message names the field, never its value."""
+
+
+def mapping(value: Any, field: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ShapeError(f"{field} is not an object")
+    return value
+
+
+def sequence(value: Any, field: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ShapeError(f"{field} is not an array")
+    return value
+
+
+def objects(value: Any, field: str) -> list[dict[str, Any]]:
+    items = sequence(value, field)
+    for item in items:
+        if not isinstance(item, dict):
+            raise ShapeError(f"an item of {field} is not an object")
+    return items
+
+
+def string(value: Any, field: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ShapeError(f"{field} is not a string")
+
+
+def index(value: Any, field: str, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ShapeError(f"{field} is not an integer")
+    return value
+
+
+def count(value: Any) -> int | None:
+    """A token count as the record can hold it: a non-negative int64, else None (unknown).
+
+    Usage figures only inform; a strange one must not break an answer, so it is dropped."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= INT64_MAX else None

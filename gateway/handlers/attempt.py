@@ -1,0 +1,57 @@
+"""One attempt of an exchange: one provider, its wire, and what reading its answer produced.
+
+The exchange keeps what belongs to the request (its id, the record, the client's format); an
+attempt keeps what belongs to one try at one upstream, so another try starts from a clean one.
+
+    attempt = Attempt(provider, wire_for(provider.wire), terms)
+    for event in wire_events: attempt.aggregator.handle(event)
+    verdict = attempt.verdict()
+"""
+
+from __future__ import annotations
+
+from gateway.encode import ReplyTerms
+from gateway.events import StopReason, StreamError
+from gateway.formats.registry import Wire
+from gateway.normalize.aggregate import ChunkAggregator
+from gateway.normalize.truncation import Verdict, judge
+from providers.base import Provider
+
+# What a decoder raises on a frame or body that is not its wire's (orjson's errors are
+# ValueErrors; shape errors too): a protocol error of the upstream, never a crash.
+UNREADABLE = (ValueError, TypeError, KeyError, AttributeError, IndexError)
+BROKEN = frozenset({StopReason.ERROR, StopReason.ABORTED})
+
+
+class Attempt:
+    __slots__ = ("aggregator", "answered", "provider", "terms", "wire")
+
+    def __init__(self, provider: Provider, wire: Wire, terms: ReplyTerms) -> None:
+        self.provider = provider
+        self.wire = wire
+        self.terms = terms
+        self.aggregator = ChunkAggregator()
+        self.answered = False  # a 2xx reply whose body was read
+
+    def verdict(self) -> Verdict:
+        agg = self.aggregator
+        reason, native = agg.stop
+        calls = [(call.id, call.name) for call in agg.tool_calls]
+        return judge(reason, native, agg.error, calls, self.terms.policy)
+
+    def broke(self, error: StreamError) -> None:
+        """The answer broke outside the wire (a cancellation, a client that left)."""
+        self.aggregator.handle(error)
+
+
+def unreadable(what: str, exc: BaseException) -> StreamError:
+    return StreamError(
+        "protocol", f"upstream sent {what} that is not its wire's ({type(exc).__name__})"
+    )
+
+
+def stopped(reason: StopReason, native: str | None) -> StreamError:
+    """The in-stream error for an upstream that ended the generation itself with an error
+    (vLLM `abort`, `error`): the stream did not complete, whatever its terminator says."""
+    kind = "aborted" if reason is StopReason.ABORTED else "upstream_error"
+    return StreamError(kind, f"upstream stopped the generation (finish_reason: {native})")

@@ -1,0 +1,184 @@
+"""A streamed answer: one attempt's upstream SSE body into the client's stream.
+
+    upstream bytes -> SSEDecoder -> wire decoder -> events -> aggregator (order checked)
+                                                          -> stream writer -> client bytes
+
+The client's response is prepared on the first byte there is to send, so a failure before it
+gets a real HTTP status in the client's error format; after it, the stream ends with the format's
+error event. The first terminal event ends the relay: StreamEnd, a StreamError, a protocol error
+the aggregator found, or a stop the upstream gave as an error (vLLM `abort`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Sequence
+
+from aiohttp import web
+
+from gateway.audit.record import AuditRecord
+from gateway.client_formats import ClientFormat
+from gateway.errors import (
+    GatewayError,
+    UpstreamError,
+    UpstreamProtocolError,
+    UpstreamStatusError,
+    UpstreamTimeout,
+)
+from gateway.events import Event, Stop, StreamEnd, StreamError
+from gateway.formats.sse import SSEDecoder, SSEFrame
+from gateway.handlers.attempt import BROKEN, UNREADABLE, Attempt, stopped, unreadable
+from gateway.handlers.responses import error_response
+from providers.base import UpstreamReply
+
+log = logging.getLogger("gateway.exchange")
+
+STREAM_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-cache"}
+EARLY_ERROR_STATUS = {"overloaded_error": 529, "rate_limit_error": 429, "timeout_error": 504}
+GATEWAY_FAILURE = "The gateway failed while relaying this stream"
+
+
+class StreamRun:
+    """Drives one upstream stream into one client response."""
+
+    def __init__(
+        self, client: ClientFormat, attempt: Attempt, request: web.Request, record: AuditRecord
+    ) -> None:
+        self.attempt = attempt
+        self.request = request
+        self.record = record
+        self.decoder = attempt.wire.stream_decoder()
+        self.writer = client.stream_writer(attempt.wire.name, attempt.terms)
+        self.response: web.StreamResponse | None = None
+        self.early: StreamError | None = None  # the failure before anything reached the client
+        self.over = False
+
+    async def frame(self, frame: SSEFrame) -> None:
+        try:
+            obj, events = self.decoder.decode(frame)
+        except UNREADABLE as exc:
+            obj, events = None, [unreadable("an event", exc)]
+        await self.handle(frame, obj, events)
+
+    async def handle(self, frame: SSEFrame | None, obj: object, events: Sequence[Event]) -> None:
+        agg = self.attempt.aggregator
+        live: list[Event] = []
+        for event in events:
+            problem = agg.handle(event)
+            if problem is not None:
+                return await self._fail(live, problem)
+            if isinstance(event, StreamError):
+                return await self._fail(live, event)
+            if isinstance(event, StreamEnd):
+                return await self._end(frame, obj, live)
+            if isinstance(event, Stop) and event.reason in BROKEN:
+                return await self._fail(live, stopped(event.reason, event.native))
+            live.append(event)
+        out = self.writer.feed(frame, obj if isinstance(obj, dict) else None, live)
+        if out:
+            await self.write(out)
+
+    async def _end(self, frame: SSEFrame | None, obj: object, live: list[Event]) -> None:
+        self.over = True
+        parsed = obj if isinstance(obj, dict) else None
+        response = self.attempt.aggregator.final()
+        out = self.writer.feed(frame, parsed, live)
+        await self.write(out + self.writer.end(self.attempt.verdict(), response))
+
+    async def _fail(self, live: list[Event], error: StreamError) -> None:
+        self.over = True
+        if self.response is None:
+            self.early = error  # nothing reached the client: it gets a real HTTP status
+            return
+        response = self.attempt.aggregator.final()
+        out = self.writer.feed(None, None, live)
+        await self.write(out + self.writer.fail(error, self.attempt.verdict(), response))
+
+    async def upstream_failed(self, error: StreamError, exc: UpstreamError) -> None:
+        if self.response is None:
+            self.attempt.aggregator.handle(error)
+            raise exc
+        await self.handle(None, None, [error])
+
+    async def gateway_failed(self, exc: Exception) -> None:
+        """A bug after the first byte: the stream still ends with the format's error event."""
+        frames = "".join(traceback.format_tb(exc.__traceback__))
+        log.error("unhandled %s while relaying a stream\n%s", type(exc).__name__, frames)
+        self.record.error_class = type(exc).__name__
+        error = StreamError("gateway", GATEWAY_FAILURE, "api_error")
+        self.attempt.aggregator.handle(error)
+        if self.over:
+            return
+        self.over = True
+        try:
+            response = self.attempt.aggregator.final()
+            await self.write(self.writer.fail(error, self.attempt.verdict(), response))
+        except Exception as again:  # the writer itself is what failed: the stream just ends
+            log.error("stream error event not written (%s)", type(again).__name__)
+
+    async def write(self, data: bytes) -> None:
+        if not data:
+            return
+        if self.response is None:
+            self.record.first_byte_at = time.time()
+            headers = {**STREAM_HEADERS, "x-request-id": self.attempt.terms.request_id}
+            self.response = web.StreamResponse(headers=headers)
+            await self.response.prepare(self.request)
+        await self.response.write(data)
+
+
+async def stream_reply(
+    client: ClientFormat,
+    attempt: Attempt,
+    reply: UpstreamReply,
+    request: web.Request,
+    record: AuditRecord,
+) -> web.StreamResponse:
+    run = StreamRun(client, attempt, request, record)
+    try:
+        await _relay(run, reply)
+    except UpstreamTimeout as exc:
+        await run.upstream_failed(StreamError("timeout", exc.message, "timeout_error"), exc)
+    except UpstreamError as exc:
+        await run.upstream_failed(StreamError("truncated", exc.message), exc)
+    except ConnectionError:
+        attempt.broke(StreamError("aborted", "the client disconnected"))
+        log.info("client disconnected", extra={"request_id": attempt.terms.request_id})
+    except Exception as exc:
+        if run.response is None:
+            raise  # nothing sent yet: the app answers in the client's format
+        await run.gateway_failed(exc)
+    finally:
+        attempt.aggregator.final()  # joins the record and reports argument parse failures
+    if run.response is None:
+        return error_response(client, early_failure(run.early), attempt.terms.request_id)
+    try:
+        await run.response.write_eof()
+    except ConnectionError:
+        attempt.broke(StreamError("aborted", "the client disconnected"))
+    return run.response
+
+
+async def _relay(run: StreamRun, reply: UpstreamReply) -> None:
+    sse = SSEDecoder()
+    async for chunk in reply.iter_chunks():
+        for frame in sse.feed(chunk):
+            await run.frame(frame)
+            if run.over:
+                return
+    for frame in sse.close():
+        await run.frame(frame)
+        if run.over:
+            return
+    await run.handle(None, None, run.decoder.eof())
+
+
+def early_failure(error: StreamError | None) -> GatewayError:
+    """The HTTP error for a stream that failed before its first byte reached the client."""
+    if error is None:
+        return UpstreamProtocolError("The upstream stream ended before sending anything")
+    status = error.status if error.status and error.status >= 400 else 502
+    status = EARLY_ERROR_STATUS.get(error.error_type or "", status)
+    return UpstreamStatusError(status, error.message, error.error_type)

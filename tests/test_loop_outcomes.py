@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.events import CUT_STOP_REASONS
+from gateway.formats.registry import WIRES
+from gateway.formats.stop_reasons import ANTHROPIC_NATIVE, OPENAI_NATIVE
 from gateway.loop import (
     AgentLoop,
     AssistantMessage,
@@ -23,8 +26,20 @@ from gateway.loop import (
     TruncatedError,
     TurnError,
 )
+from gateway.loop.reading import body_turn
 from tests.conftest import free_port
-from tests.loop_upstream import PAIR_IDS, PAIRS, POLICIES, Counting, Fail, LoopStack, Say, read
+from tests.loop_upstream import (
+    NATIVE,
+    PAIR_IDS,
+    PAIRS,
+    POLICIES,
+    Counting,
+    Fail,
+    LoopStack,
+    Say,
+    read,
+)
+from tests.scenarios import Answer, Tool, anthropic_body, openai_body
 
 R = CompletionReason
 
@@ -210,3 +225,32 @@ def test_completion_reasons_and_error_types():
     types = {cls.type for cls in LoopError.__subclasses__()}
     assert {"runaway", "stalled", "refused", "truncated", "turn", "max_turns"} <= types
     assert len(types) == len(LoopError.__subclasses__())  # one stable string per class
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+async def test_a_cut_value_of_the_servers_table_is_cut_straight_from_a_provider(stack, fmt):
+    """OpenAI-compatible servers say `model_length` (Mistral) for a full context window: the
+    loop reads the gateway's own table, so the call is never run and the run ends TRUNCATED."""
+    model = stack.model_name(fmt)
+    stack.upstream.script(model, Say("I will", calls=[read("a.py")], stop="context_window"))
+    counting = Counting()
+
+    result = await loop_for(stack.client(fmt, "direct", model), counting).run("Read a.py")
+
+    assert result.turns[0].stop_reason is StopReason.CONTEXT_WINDOW
+    assert result.turns[0].native_stop_reason == NATIVE[fmt]["context_window"]
+    assert result.reason is R.TRUNCATED
+    assert counting.reached == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("wire", "native", "reason"),
+    [("openai", n, r) for n, r in OPENAI_NATIVE.items()]
+    + [("anthropic", n, r) for n, r in ANTHROPIC_NATIVE.items()],
+)
+def test_the_loop_reads_every_row_of_the_servers_stop_tables(wire, native, reason):
+    body = openai_body if wire == "openai" else anthropic_body
+    answer = Answer(text="x", tools=[Tool("c1", "read_file", "{}")], native_stop=native)
+    turn = body_turn(WIRES[wire], body(answer, "m"))
+    assert (turn.stop_reason, turn.native_stop_reason) == (reason, native)
+    assert turn.truncated == (reason in CUT_STOP_REASONS)

@@ -193,3 +193,29 @@ async def test_the_default_budget_admits_256_steps(stack):
 
     assert str(result.error) == "exceeded 256 steps"
     assert len(counting.runs) == 256
+
+
+# Through the pass gateway and straight to the upstream, the loop sees the cut response's calls
+# with their arguments; under withhold it sees only ids and names (no identity to compare).
+CUT_PATHS = [(f, w, "pass") for f, w in PAIRS] + [
+    ("openai", "openai", "direct"),
+    ("anthropic", "anthropic", "direct"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "wire", "via"), CUT_PATHS)
+async def test_identical_calls_inside_one_cut_response_are_a_runaway(stack, fmt, wire, via):
+    model = stack.model_name(wire)
+    stack.upstream.script(model, Say("Reading", calls=[read("a.py")] * 4, stop="length"))
+    counting = Counting()
+
+    result = await loop_for(stack.client(fmt, via, model), counting).run("Read a.py")
+
+    assert result.reason is R.RUNAWAY
+    assert str(result.error) == "repeated an identical tool call 4 times"
+    assert isinstance(result.error, RunawayError) and result.error.retried
+    assert isinstance(result.retried_after, RunawayError)
+    assert [i.attempt for i in result.iterations] == [1, 2]  # one cut response each
+    assert counting.reached == (0, 0, 0, 0)  # refused calls never run
+    contents = [r.content for r in result.iterations[0].results]
+    assert contents == [CUT_CALL_RESULT] * 4

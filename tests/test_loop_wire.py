@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.formats.registry import ANTHROPIC, OPENAI
+from gateway.formats.sse import SSEDecoder
 from gateway.loop import (
     AgentLoop,
     AssistantMessage,
@@ -24,7 +26,7 @@ from gateway.loop import Tool as LoopTool
 from gateway.loop import anthropic_messages as anthropic_wire
 from gateway.loop import openai_chat as openai_wire
 from gateway.loop.http import error_turn
-from gateway.loop.sse import SSEReader
+from gateway.loop.reading import TurnStream, body_turn
 from tests.scenarios import Answer, Tool, anthropic_events, openai_chunks
 from tests.upstream import anthropic_sse, openai_sse
 
@@ -147,7 +149,7 @@ def anthropic_body(stop, gateway=None):
     ],
 )
 def test_openai_native_finish_reasons(native, expected):
-    turn = openai_wire.parse_body(openai_body(native))
+    turn = body_turn(OPENAI, openai_body(native))
     assert (turn.stop_reason, turn.native_stop_reason) == (expected, native)
     assert turn.truncated == (expected is S.LENGTH)
 
@@ -166,7 +168,7 @@ def test_openai_native_finish_reasons(native, expected):
     ],
 )
 def test_anthropic_native_stop_reasons(native, expected):
-    turn = anthropic_wire.parse_body(anthropic_body(native))
+    turn = body_turn(ANTHROPIC, anthropic_body(native))
     assert (turn.stop_reason, turn.native_stop_reason) == (expected, native)
     assert turn.truncated == (expected in (S.LENGTH, S.CONTEXT_WINDOW))
 
@@ -179,8 +181,8 @@ def test_the_gateway_extension_wins_over_the_client_formats_value():
         "withheld_tool_calls": [{"id": "toolu_1", "name": "read_file"}],
     }
     for turn in (
-        openai_wire.parse_body(openai_body("length", ext)),
-        anthropic_wire.parse_body(anthropic_body("model_context_window_exceeded", ext)),
+        body_turn(OPENAI, openai_body("length", ext)),
+        body_turn(ANTHROPIC, anthropic_body("model_context_window_exceeded", ext)),
     ):
         assert turn.stop_reason is S.CONTEXT_WINDOW
         assert turn.native_stop_reason == "model_context_window_exceeded"
@@ -190,7 +192,7 @@ def test_the_gateway_extension_wins_over_the_client_formats_value():
 
 
 def test_a_stop_value_the_loop_does_not_know_stays_unknown():
-    turn = openai_wire.parse_body(openai_body("stop", {"stop_reason": "brand_new"}))
+    turn = body_turn(OPENAI, openai_body("stop", {"stop_reason": "brand_new"}))
     assert turn.stop_reason is S.UNKNOWN
 
 
@@ -204,20 +206,17 @@ EXPECTED_CALLS = (
 )
 
 
-def fold(state, data: bytes, split: int) -> Turn:
-    reader = SSEReader()
+def fold(wire, data: bytes, split: int) -> Turn:
+    stream = TurnStream(wire)
     for piece in (data[:split], data[split:]):
-        for event, payload in reader.feed(piece):
-            state.handle(event, payload)
-    for event, payload in reader.close():
-        state.handle(event, payload)
-    return state.final()
+        stream.feed(piece)
+    return stream.final()
 
 
 def test_an_openai_stream_folds_the_same_at_every_split_point():
     data = b"".join(openai_sse(openai_chunks(ANSWER, "m")))
     for split in range(len(data) + 1):
-        turn = fold(openai_wire.OpenAIStream(), data, split)
+        turn = fold(OPENAI, data, split)
         assert (turn.text, turn.tool_calls) == ("Reading both", EXPECTED_CALLS)
         assert (turn.stop_reason, turn.native_stop_reason, turn.error) == (
             S.TOOL_CALLS,
@@ -229,21 +228,21 @@ def test_an_openai_stream_folds_the_same_at_every_split_point():
 def test_an_anthropic_stream_folds_the_same_at_every_split_point():
     data = b"".join(anthropic_sse(anthropic_events(ANSWER, "m")))
     for split in range(0, len(data) + 1, 3):
-        turn = fold(anthropic_wire.AnthropicStream(), data, split)
+        turn = fold(ANTHROPIC, data, split)
         assert (turn.text, turn.tool_calls) == ("Reading both", EXPECTED_CALLS)
         assert (turn.stop_reason, turn.native_stop_reason) == (S.TOOL_CALLS, "tool_use")
 
 
 @pytest.mark.parametrize(
-    ("state", "frames"),
+    ("wire", "frames"),
     [
-        (openai_wire.OpenAIStream, openai_sse(openai_chunks(ANSWER, "m")[:-2], done=False)),
-        (anthropic_wire.AnthropicStream, anthropic_sse(anthropic_events(ANSWER, "m")[:-2])),
+        (OPENAI, openai_sse(openai_chunks(ANSWER, "m")[:-2], done=False)),
+        (ANTHROPIC, anthropic_sse(anthropic_events(ANSWER, "m")[:-2])),
     ],
     ids=["openai", "anthropic"],
 )
-def test_a_stream_without_its_terminator_is_a_failed_turn_that_keeps_what_arrived(state, frames):
-    turn = fold(state(), b"".join(frames), 0)
+def test_a_stream_without_its_terminator_is_a_failed_turn_that_keeps_what_arrived(wire, frames):
+    turn = fold(wire, b"".join(frames), 0)
     assert turn.stop_reason is S.ERROR and turn.truncated
     assert isinstance(turn.error, StreamBroken)
     assert turn.tool_calls == EXPECTED_CALLS
@@ -252,13 +251,13 @@ def test_a_stream_without_its_terminator_is_a_failed_turn_that_keeps_what_arrive
 def test_error_events_carry_their_type_and_the_gateway_object():
     ext = b'"gateway": {"stop_reason": "error", "native_stop_reason": null, "truncated": true}'
     openai_error = b'data: {"error": {"message": "boom", "type": "server_error"}, ' + ext + b"}\n\n"
-    turn = fold(openai_wire.OpenAIStream(), openai_error, 0)
+    turn = fold(OPENAI, openai_error, 0)
     assert isinstance(turn.error, StreamBroken) and turn.error.error_type == "server_error"
     anthropic_error = (
         b"event: error\ndata: "
         b'{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}\n\n'
     )
-    turn = fold(anthropic_wire.AnthropicStream(), anthropic_error, 0)
+    turn = fold(ANTHROPIC, anthropic_error, 0)
     assert isinstance(turn.error, StreamBroken) and turn.error.error_type == "overloaded_error"
     assert turn.error.message == "Overloaded"
 
@@ -299,11 +298,32 @@ def test_a_parse_error_names_the_class_and_offset_never_the_text():
     assert ToolCall.from_json("c", "f", "").parsed == {}
 
 
-def test_the_sse_reader_handles_crlf_comments_and_multiline_data():
-    reader = SSEReader()
-    frames = reader.feed(b": keep-alive\r\n\r\nevent: a\r\ndata: 1\r\ndata: 2\r\n\r\ndata: x")
-    assert frames == [("a", "1\n2")]
-    assert reader.close() == [("message", "x")]
+def test_the_loop_reads_crlf_comments_and_multiline_data_with_the_gateways_decoder():
+    chunk = b'{"id": "c", "choices": [{"index": 0, "delta": {"content": "hi"}}]}'
+    finish = b'{"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}'
+    data = (
+        b": keep-alive\r\n\r\ndata: "
+        + chunk[:11]  # split at whitespace: the two data lines join with a newline
+        + b"\r\ndata: "
+        + chunk[11:]
+        + b"\r\n\r\ndata: "
+        + finish
+        + b"\n\r\ndata: [DONE]\n\n"
+    )
+    turn = fold(OPENAI, data, 0)
+    assert (turn.text, turn.stop_reason, turn.error) == ("hi", S.STOP, None)
+
+
+def test_the_loop_and_the_server_agree_on_a_blank_line_made_of_lf_then_crlf():
+    """`data: a\\n\\r\\ndata: b\\n\\n` is two events (the line ends \\n, then an empty line
+    ends \\r\\n): the loop reads them with the server's own decoder."""
+    frames = SSEDecoder().feed(b"data: a\n\r\ndata: b\n\n")
+    assert [f.data for f in frames] == [b"a", b"b"]
+    first = b'{"id": "c", "choices": [{"index": 0, "delta": {"content": "a"}}]}'
+    second = b'{"id": "c", "choices": [{"index": 0, "delta": {"content": "b"}, '
+    second += b'"finish_reason": "stop"}]}'
+    turn = fold(OPENAI, b"data: " + first + b"\n\r\ndata: " + second + b"\n\ndata: [DONE]\n\n", 0)
+    assert (turn.text, turn.stop_reason) == ("ab", S.STOP)
 
 
 class Scripted:

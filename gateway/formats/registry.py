@@ -22,6 +22,10 @@ from gateway.events import Event, StopReason
 from gateway.formats import anthropic_messages, openai_chat, stop_reasons
 from gateway.formats.sse import SSEFrame
 
+# What a decoder raises on a frame or body that is not its wire's (orjson's errors and shape
+# errors are ValueErrors): a protocol error of the upstream, never a crash of its reader.
+UNREADABLE = (ValueError, TypeError, KeyError, AttributeError, IndexError)
+
 
 class StreamDecoder(Protocol):
     def decode(self, frame: SSEFrame) -> tuple[dict[str, Any] | None, list[Event]]:

@@ -17,9 +17,6 @@ from gateway.normalize.aggregate import ChunkAggregator
 from gateway.normalize.truncation import Verdict, judge
 from providers.base import Provider
 
-# What a decoder raises on a frame or body that is not its wire's (orjson's errors are
-# ValueErrors; shape errors too): a protocol error of the upstream, never a crash.
-UNREADABLE = (ValueError, TypeError, KeyError, AttributeError, IndexError)
 BROKEN = frozenset({StopReason.ERROR, StopReason.ABORTED})
 
 

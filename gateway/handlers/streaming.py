@@ -28,8 +28,9 @@ from gateway.errors import (
     UpstreamTimeout,
 )
 from gateway.events import Event, Stop, StreamEnd, StreamError
+from gateway.formats.registry import UNREADABLE
 from gateway.formats.sse import SSEDecoder, SSEFrame
-from gateway.handlers.attempt import BROKEN, UNREADABLE, Attempt, stopped, unreadable
+from gateway.handlers.attempt import BROKEN, Attempt, stopped, unreadable
 from gateway.handlers.responses import error_response
 from providers.base import UpstreamReply
 

@@ -17,7 +17,8 @@ from aiohttp import web
 from gateway.client_formats import ClientFormat
 from gateway.errors import UpstreamError, UpstreamProtocolError
 from gateway.events import StreamError
-from gateway.handlers.attempt import BROKEN, UNREADABLE, Attempt
+from gateway.formats.registry import UNREADABLE
+from gateway.handlers.attempt import BROKEN, Attempt
 from providers.base import UpstreamReply
 
 

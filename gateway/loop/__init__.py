@@ -5,8 +5,9 @@ turn ended in TOOL_CALLS or STOP (or an UNKNOWN stop, so no call is lost silentl
 response cut at max tokens are answered with an error result instead of being run; three
 iterations in a row whose tool calls all failed end the run; a runaway (a step budget, or the
 same call over and over) ends the conversation and is retried once afresh; `max_turns = N`
-admits exactly N model turns. It imports nothing of the gateway's server and works against the
-gateway or straight against any OpenAI- or Anthropic-compatible URL.
+admits exactly N model turns. It imports nothing of the gateway's server, only its vocabulary
+(the wire decoders, stop-reason tables and aggregator), so it judges a cut exactly as the gateway
+does, and works against the gateway or straight against any OpenAI- or Anthropic-compatible URL.
 
     import asyncio
     from gateway.loop import AgentLoop, CompletionReason, OpenAIChatClient, Tool
@@ -34,8 +35,9 @@ gateway or straight against any OpenAI- or Anthropic-compatible URL.
 Modules: `agent` (AgentLoop, run_loop, Limits, CutPolicy), `result` (LoopResult, Iteration,
 CompletionReason), `errors` (the error tree), `turn` (Turn, ToolCall, StopReason), `messages`
 (the history), `tools` (Tool, Hooks), `guards` (stall and runaway counters), `model` (the
-ModelClient seam), `http`, `openai_chat`, `anthropic_messages` (the two HTTP clients), `stops`
-(stop-reason tables), `sse`.
+ModelClient seam), `http`, `openai_chat`, `anthropic_messages` (the two HTTP clients), `reading`
+(a response read into a Turn with the gateway's own SSE decoder, wire decoders, stop-reason tables
+and aggregator), `stops` (the `gateway` extension object).
 """
 
 from gateway.loop.agent import TRUNCATION_MARKER, AgentLoop, CutPolicy, Limits, run_loop

@@ -251,7 +251,7 @@ class _Attempt:
         if not announced:
             return self._finish(turn, R.TRUNCATED, marker=marker)
         if marker and self.loop.cut_policy is CutPolicy.REFUSE:
-            results, end = self._refuse(announced)
+            results, end = self._refuse(turn, announced)
             shown = tuple(ToolCall.not_run(call.id, call.name) for call in announced)
             return self._settle(turn, shown, results, end, refused_cut=True)
         self.record.append(Iteration(self.number, turn))
@@ -295,10 +295,16 @@ class _Attempt:
             self.messages.append(AssistantMessage(turn.text))
         return _End(reason, None, _marked(turn.text) if marker else None)
 
-    def _refuse(self, announced: tuple[WithheldCall, ...]) -> tuple[list[ToolResult], _End | None]:
+    def _refuse(
+        self, turn: Turn, announced: tuple[WithheldCall, ...]
+    ) -> tuple[list[ToolResult], _End | None]:
+        """Every call of a cut response is a step, and one whose arguments arrived counts toward
+        the identical-call streak like any other (a withheld call's arguments are unknown)."""
+        written = {call.id: call for call in turn.tool_calls}
         results: list[ToolResult] = []
         for call in announced:
-            tripped = self.runaway.step(None, call.name)
+            seen = written.get(call.id)
+            tripped = self.runaway.step(seen.identity() if seen else None, call.name)
             results.append(ToolResult(call.id, call.name, CUT_CALL_RESULT, is_error=True))
             if tripped is not None:
                 return results, _End(R.RUNAWAY, tripped)

@@ -57,7 +57,8 @@ class RunawayGuard:
 
     `max_steps` steps are allowed, the next one trips ("exceeded 256 steps"); the
     `max_identical`-th identical call in a row trips ("repeated an identical tool call 4 times").
-    A call whose arguments are unknown (`identity` None: a cut response's) matches no call.
+    A call whose arguments are unknown (`identity` None: a withheld call of a cut response)
+    matches no call.
     """
 
     __slots__ = ("_last", "max_identical", "max_steps", "steps", "streak")

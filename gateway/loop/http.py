@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Protocol, Self
 import aiohttp
 import orjson
 
+from gateway.formats.registry import UNREADABLE, Wire
 from gateway.loop.errors import (
     ConnectionFailed,
     HTTPStatusError,
@@ -24,35 +25,20 @@ from gateway.loop.errors import (
     StreamBroken,
 )
 from gateway.loop.model import ModelRequest
-from gateway.loop.sse import SSEReader
+from gateway.loop.reading import TurnStream, body_turn
 from gateway.loop.stops import withheld_calls
 from gateway.loop.turn import Turn
 
 
-class StreamState(Protocol):
-    """Folds one response stream into a Turn; no I/O, so recorded streams can drive it."""
-
-    def handle(self, event: str, data: str) -> None: ...
-
-    def broken(self, error: StreamBroken) -> None: ...
-
-    def final(self) -> Turn: ...
-
-
 class WireCodec(Protocol):
     path: str  # appended to the base URL
+    wire: Wire  # how its answers are read: the gateway's own row for the wire
 
     def headers(self, api_key: str | None) -> dict[str, str]: ...
 
     def request_body(
         self, request: ModelRequest, model: str, max_tokens: int, stream: bool
     ) -> dict[str, Any]: ...
-
-    def parse_body(self, body: Any) -> Turn:
-        """A whole response body; raises ValueError, TypeError or KeyError when it is not one."""
-        ...
-
-    def stream_state(self) -> StreamState: ...
 
 
 def error_turn(status: int, raw: bytes) -> Turn:
@@ -130,23 +116,19 @@ class HTTPModelClient:
 
     def _read_body(self, raw: bytes) -> Turn:
         try:
-            return self.codec.parse_body(orjson.loads(raw))
-        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+            return body_turn(self.codec.wire, orjson.loads(raw))
+        except UNREADABLE as exc:
             problem = f"the response body is not a {self.codec.path} answer ({type(exc).__name__})"
             return Turn.failed(ProtocolError(problem))
 
     async def _read_stream(self, response: aiohttp.ClientResponse) -> Turn:
-        state = self.codec.stream_state()
-        reader = SSEReader()
+        stream = TurnStream(self.codec.wire)
         try:
             async for chunk in response.content.iter_any():
-                for event, data in reader.feed(chunk):
-                    state.handle(event, data)
-            for event, data in reader.close():
-                state.handle(event, data)
+                stream.feed(chunk)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            state.broken(StreamBroken(f"the stream broke ({type(exc).__name__})"))
-        return state.final()
+            stream.broken(StreamBroken(f"the stream broke ({type(exc).__name__})"))
+        return stream.final()
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None:

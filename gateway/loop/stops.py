@@ -1,37 +1,17 @@
-"""Stop reasons: each wire's native values, and the gateway's `gateway` extension object.
+"""How a response ended, for the loop: the gateway's `gateway` object when present, else the
+wire's own reading (`gateway.formats.stop_reasons`, the tables the gateway itself uses).
 
 Through the gateway a response carries `gateway.stop_reason` (already normalized, with the
 upstream's own value in `native_stop_reason`); straight from a provider only the native value is
-there, and these tables map it. An unknown value is UNKNOWN, never STOP.
+there, and the wire's decoder has normalized it. An unknown value is UNKNOWN, never STOP.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.loop.turn import CUT_STOP_REASONS, StopReason, WithheldCall
-
-S = StopReason
-
-OPENAI_NATIVE: Mapping[str, StopReason] = {
-    "stop": S.STOP,
-    "length": S.LENGTH,
-    "tool_calls": S.TOOL_CALLS,
-    "function_call": S.TOOL_CALLS,
-    "content_filter": S.CONTENT_FILTER,
-}
-
-ANTHROPIC_NATIVE: Mapping[str, StopReason] = {
-    "end_turn": S.STOP,
-    "tool_use": S.TOOL_CALLS,
-    "max_tokens": S.LENGTH,
-    "stop_sequence": S.STOP_SEQUENCE,
-    "refusal": S.REFUSAL,
-    "pause_turn": S.PAUSE,
-    "model_context_window_exceeded": S.CONTEXT_WINDOW,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +22,8 @@ class Ending:
     withheld: tuple[WithheldCall, ...] = ()
 
 
-def ending(ext: Any, native: str | None, table: Mapping[str, StopReason]) -> Ending:
-    """The ending of a response: from the `gateway` object when present, else the native table."""
+def ending(ext: Any, native: str | None, reason: StopReason) -> Ending:
+    """`reason` is the wire decoder's normalization of `native`; the extension object wins."""
     if isinstance(ext, dict) and isinstance(ext.get("stop_reason"), str):
         stop = StopReason.parse(ext["stop_reason"])
         ext_native = ext.get("native_stop_reason")
@@ -54,8 +34,7 @@ def ending(ext: Any, native: str | None, table: Mapping[str, StopReason]) -> End
             truncated if isinstance(truncated, bool) else stop in CUT_STOP_REASONS,
             withheld_calls(ext),
         )
-    stop = table.get(native, S.UNKNOWN) if native else S.UNKNOWN
-    return Ending(stop, native, stop in CUT_STOP_REASONS)
+    return Ending(reason, native, reason in CUT_STOP_REASONS)
 
 
 def withheld_calls(ext: Any) -> tuple[WithheldCall, ...]:

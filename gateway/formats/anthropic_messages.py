@@ -26,7 +26,7 @@ from gateway.events import (
     ToolCallStart,
     Usage,
 )
-from gateway.formats.shape import ShapeError, count, index, mapping, objects, string
+from gateway.formats.shape import ShapeError, count, index, loose, mapping, objects, string
 from gateway.formats.sse import SSEFrame
 from gateway.formats.stop_reasons import from_anthropic
 
@@ -35,12 +35,12 @@ TOOL_BLOCK = "tool_use"
 
 def usage_event(usage: Any) -> Usage:
     """Anthropic counts cached input apart; the normalized input total includes it."""
-    usage = mapping(usage, "usage")
+    usage = loose(usage)
     fresh = count(usage.get("input_tokens"))
     read = count(usage.get("cache_read_input_tokens"))
     created = count(usage.get("cache_creation_input_tokens"))
     total = None if fresh is None else fresh + (read or 0) + (created or 0)
-    details = mapping(usage.get("output_tokens_details"), "usage.output_tokens_details")
+    details = loose(usage.get("output_tokens_details"))
     return Usage(
         input_tokens=count(total),
         output_tokens=count(usage.get("output_tokens")),

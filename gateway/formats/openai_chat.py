@@ -32,6 +32,7 @@ from gateway.formats.shape import (
     ShapeError,
     count,
     index,
+    loose,
     mapping,
     objects,
     string,
@@ -44,9 +45,9 @@ REASONING_KEYS = ("reasoning_content", "reasoning")  # DeepSeek, vLLM / OpenRout
 
 
 def usage_event(usage: Any) -> Usage:
-    usage = mapping(usage, "usage")
-    prompt = mapping(usage.get("prompt_tokens_details"), "usage.prompt_tokens_details")
-    completion = mapping(usage.get("completion_tokens_details"), "usage.completion_tokens_details")
+    usage = loose(usage)
+    prompt = loose(usage.get("prompt_tokens_details"))
+    completion = loose(usage.get("completion_tokens_details"))
     return Usage(
         input_tokens=count(usage.get("prompt_tokens")),
         output_tokens=count(usage.get("completion_tokens")),

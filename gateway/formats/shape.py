@@ -58,6 +58,11 @@ def index(value: Any, field: str, default: int) -> int:
     return value
 
 
+def loose(value: Any) -> dict[str, Any]:
+    """An object whose absence or wrong shape costs nothing but its figures (usage)."""
+    return value if isinstance(value, dict) else {}
+
+
 def count(value: Any) -> int | None:
     """A token count as the record can hold it: a non-negative int64, else None (unknown).
 

@@ -31,13 +31,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+# SIGHUP stops too: a closed terminal sends it, and the audit trail must still be flushed.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 async def run_server(settings: Settings, host: str, port: int) -> None:
-    """Serve until SIGTERM/SIGINT; then stop accepting, let in-flight exchanges finish within
-    the grace period, flush the audit trail (the app's cleanup), and return."""
-    stop = asyncio.Event()
+    """Serve until SIGTERM, SIGINT or SIGHUP; then stop accepting, let in-flight exchanges
+    finish within the grace period, flush the audit trail (the app's cleanup), and return."""
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    received: asyncio.Future[signal.Signals] = loop.create_future()
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, _note_signal, received, sig)
     runner = web.AppRunner(
         build_app(settings),
         access_log=None,
@@ -51,10 +55,17 @@ async def run_server(settings: Settings, host: str, port: int) -> None:
     shown = f"[{host}]" if ":" in host else host
     print(f"listening on http://{shown}:{bound}", file=sys.stderr, flush=True)
     try:
-        await stop.wait()
-        log.info("shutting down", extra={"grace_s": settings.server.shutdown_grace})
+        sig = await received
+        log.info(
+            "shutting down", extra={"signal": sig.name, "grace_s": settings.server.shutdown_grace}
+        )
     finally:
         await runner.cleanup()
+
+
+def _note_signal(received: asyncio.Future[signal.Signals], sig: signal.Signals) -> None:
+    if not received.done():
+        received.set_result(sig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,8 +1,8 @@
 """The real console script in a subprocess: `gateway serve` on the built-in default and on files.
 
 It prints one `listening on http://H:P` line to stderr once ready, serves the README's examples
-(curl-style raw HTTP, the openai and anthropic SDKs), and exits 0 on SIGTERM. A bad
-configuration makes it exit non-zero with a message naming the key and the file.
+(curl-style raw HTTP, the openai and anthropic SDKs), and exits 0 on SIGTERM, SIGINT and SIGHUP.
+A bad configuration makes it exit non-zero with a message naming the key and the file.
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def start(tmp_path: Path) -> Iterator:
         signal_on_ready: int | None = None,
     ) -> Server:
         argv = [*(argv0 or [GATEWAY]), *args]
-        server = Server(argv, tmp_path, env or clean_env(), signal_on_ready)
+        env = {"XDG_DATA_HOME": str(tmp_path / "data"), **(env or clean_env())}
+        server = Server(argv, tmp_path, env, signal_on_ready)
         servers.append(server)
         return server
 
@@ -205,7 +206,10 @@ def test_python_m_gateway_serve(start):
     assert len(server.listening_lines()) == 1
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+STOP_SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
+
+
+@pytest.mark.parametrize("sig", STOP_SIGNALS, ids=[sig.name for sig in STOP_SIGNALS])
 def test_signal_right_after_the_ready_line_exits_0(start, sig):
     # A supervisor may stop the gateway the moment it reports ready: the signal must already
     # be handled then (a clean exit 0), not kill the process with the default action.
@@ -316,6 +320,7 @@ def refusals(tmp_path_factory) -> dict[str, Refusal]:
             args, env = ["serve"], clean_env(GATEWAY_CONFIG=str(path))
         else:
             args, env = ["serve", "--config", str(path)], clean_env()
+        env["XDG_DATA_HOME"] = str(tmp / "data")
         proc = subprocess.Popen(
             [GATEWAY, *args],
             cwd=tmp,

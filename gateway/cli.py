@@ -20,7 +20,7 @@ from gateway.app import build_app
 from gateway.audit.command import add_audit_parser, main_audit
 from gateway.listen import ListenAddress, listen_failure, open_listeners
 from gateway.settings import ConfigError, Settings, load_settings
-from gateway.startup import ConfigSource, config_source, store_location
+from gateway.startup import ConfigSource, config_source, startup_report, store_location
 
 log = logging.getLogger("gateway.cli")
 
@@ -74,10 +74,12 @@ class StartupFailed(Exception):
     """The application could not start (its audit store did not open); the message says why."""
 
 
-async def run_server(settings: Settings, listeners: list[socket.socket], shown_host: str) -> None:
+async def run_server(
+    settings: Settings, listeners: list[socket.socket], shown_host: str, audit_location: str
+) -> None:
     """Serve on `listeners` until SIGTERM, SIGINT or SIGHUP; then stop accepting, let in-flight
     exchanges finish within the grace period, flush the audit trail (the app's cleanup), and
-    return."""
+    return. StartupFailed when the application cannot start (its audit store did not open)."""
     loop = asyncio.get_running_loop()
     received: asyncio.Future[signal.Signals] = loop.create_future()
     for sig in STOP_SIGNALS:
@@ -94,8 +96,8 @@ async def run_server(settings: Settings, listeners: list[socket.socket], shown_h
         except Exception as exc:
             for sock in listeners:
                 sock.close()
-            location = store_location(settings.audit.store)
-            raise StartupFailed(f"cannot open the audit store {location}: {_cause(exc)}") from exc
+            cause = _cause(exc)
+            raise StartupFailed(f"cannot open the audit store {audit_location}: {cause}") from exc
         for sock in listeners:
             await web.SockSite(runner, sock).start()
         bound = listeners[0].getsockname()[1]
@@ -145,10 +147,12 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     source = config_source(args.config, env)
     try:
         settings = load_settings(source.path, env)
-        store_location(settings.audit.store)
     except ConfigError as exc:
         print(str(ConfigError(source.label(), exc.problems)), file=sys.stderr)
         return 2
+    audit_store = settings.audit.store
+    try:
+        report = startup_report(settings, source, env, audit_store)
     except ValueError as exc:
         print(str(ConfigError(source.label(), [("audit.store", str(exc))])), file=sys.stderr)
         return 2
@@ -158,9 +162,12 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     except OSError as exc:
         print(f"gateway serve: {listen_failure(exc, address)}", file=sys.stderr)
         return 1
-    shown_host = address.shown().rpartition(":")[0]
+    for line in report:
+        print(line.render(), file=sys.stderr)
     try:
-        asyncio.run(run_server(settings, listeners, shown_host))
+        asyncio.run(
+            run_server(settings, listeners, address.shown_host(), store_location(audit_store))
+        )
     except StartupFailed as exc:
         print(f"gateway serve: {exc}", file=sys.stderr)
         return 1

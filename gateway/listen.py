@@ -29,9 +29,11 @@ class ListenAddress:
     host_origin: str
     port_origin: str
 
+    def shown_host(self) -> str:
+        return f"[{self.host}]" if ":" in self.host else self.host
+
     def shown(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
+        return f"{self.shown_host()}:{self.port}"
 
 
 def open_listeners(host: str, port: int, backlog: int = 128) -> list[socket.socket]:

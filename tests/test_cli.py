@@ -374,3 +374,47 @@ def test_bad_config_from_env_var_names_the_file(refusals):
 
 def test_missing_config_file(refusals):
     assert_config_error(refusals["missing_file"], "not found")
+
+
+# --- what it says at startup --------------------------------------------------------------------
+
+STARTUP_KEY = "sk-startup-SECRET-in-the-environment"
+
+
+def test_startup_lines_come_before_listening_and_never_show_a_key(start, tmp_path):
+    server = start("serve", "--port", "0", env=clean_env(OPENAI_API_KEY=STARTUP_KEY))
+    server.wait_ready()
+    assert server.stop() == 0
+    stderr = "\n".join(server.lines)
+    assert STARTUP_KEY not in stderr
+    assert "Traceback" not in stderr
+
+    plain = [line for line in server.lines if not line.startswith("{")]
+    listening = plain.index(server.listening_lines()[0])
+    startup = plain[:listening]
+    assert startup[:4] == [
+        "configuration: built-in default (no --config, $GATEWAY_CONFIG not set)",
+        "provider mock: kind mock, no key (mock)",
+        "provider openai: kind openai, host api.openai.com, key from $OPENAI_API_KEY (set)",
+        "routes: 7",
+    ]
+    store = startup[4].removeprefix("audit store: ")
+    assert startup[4].startswith("audit store: ") and Path(store).is_absolute(), startup
+    assert Path(store).is_relative_to(tmp_path), startup  # the working or the data directory
+    assert startup[5:] == [
+        "warning: routes[1] 'claude-*' is answered by the mock: set $ANTHROPIC_API_KEY to route "
+        "it to anthropic"
+    ]
+
+
+def test_startup_lines_name_the_config_file(start, tmp_path):
+    text = MOCK_CONFIG.format(host="127.0.0.1", port=0, match="x-*")
+    path = write(tmp_path, "gw.toml", text + '\n[audit]\nstore = "sqlite:///trail/audit.db"\n')
+    server = start("serve", "--config", "gw.toml")  # both relative to the working directory
+    server.wait_ready()
+    assert server.stop() == 0
+    assert f"configuration: {path} (--config)" in server.lines
+    assert f"audit store: {tmp_path / 'trail' / 'audit.db'}" in server.lines
+    assert (tmp_path / "trail" / "audit.db").exists()
+    mock = "warning: routes[0] 'x-*' is answered by the mock provider 'mock', not a real upstream"
+    assert mock in server.lines

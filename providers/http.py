@@ -3,14 +3,19 @@
 Each provider owns one `HttpTransport`, hence one `aiohttp.ClientSession` (a pooled, keep-alive
 connector), created lazily on first use so that it binds to the loop that serves requests. Foreign
 exceptions are mapped here, once, to `gateway.errors` types; the original stays as `__cause__` for
-logs. Messages name the provider and the exception class only: never a URL, header or key.
+logs. Messages name the provider, the upstream's host:port and the cause in words, classified by
+exception type and errno: never the rest of the URL, a header, a key or an exception's text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import socket
 from collections.abc import AsyncIterator, Mapping
+from typing import Final
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -93,7 +98,7 @@ class HttpTransport:
         try:
             response = await session.post(url, data=body, headers=dict(headers))
         except _FOREIGN as exc:
-            raise self._send_error(exc) from exc
+            raise self._send_error(exc, url) from exc
         return HttpReply(response, self._provider)
 
     async def close(self) -> None:
@@ -101,13 +106,66 @@ class HttpTransport:
             await self._session.close()
             self._session = None
 
-    def _send_error(self, exc: BaseException) -> UpstreamError:
+    def _send_error(self, exc: BaseException, url: str) -> UpstreamError:
+        """The provider, the upstream's host:port and the cause in words: these messages reach
+        clients, so never the URL's user info, path or query, a header, or an exception's text."""
+        where = f"upstream {self._provider!r} at {_host_port(url)}"
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            limit = self._timeout.sock_connect
+            return UpstreamTimeout(
+                f"cannot connect to {where}: connect timed out after {limit:g} s"
+            )
         if isinstance(exc, asyncio.TimeoutError):
-            return UpstreamTimeout(f"upstream {self._provider!r} did not answer in time")
+            return UpstreamTimeout(f"{where} did not answer within {self._timeout.sock_read:g} s")
         if isinstance(exc, aiohttp.ClientConnectorError):
-            # strerror may quote the address; the errno's own text never does
-            errno = exc.os_error.errno
-            reason = os.strerror(errno) if errno else type(exc.os_error).__name__
-            return UpstreamUnreachable(f"cannot connect to upstream {self._provider!r}: {reason}")
-        name = type(exc).__name__
-        return UpstreamUnreachable(f"upstream {self._provider!r} unreachable ({name})")
+            return UpstreamUnreachable(f"cannot connect to {where}: {_connect_cause(exc)}")
+        return UpstreamUnreachable(f"{where} unreachable ({type(exc).__name__})")
+
+
+_CONNECT_ERRNOS: Final[Mapping[int, str]] = {
+    errno.ECONNREFUSED: "connection refused",
+    errno.ETIMEDOUT: "connect timed out",
+    errno.ENETUNREACH: "network unreachable",
+    errno.EHOSTUNREACH: "host unreachable",
+    errno.ECONNRESET: "connection reset",
+}
+_RESOLVER_ERRNOS: Final[Mapping[int, str]] = {
+    socket.EAI_NONAME: "no such host",
+    socket.EAI_AGAIN: "temporary failure, the name server did not answer",
+    socket.EAI_FAIL: "the name server failed",
+}
+
+
+def _host_port(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        return host
+    return f"{host}:{port or (443 if parts.scheme == 'https' else 80)}"
+
+
+def _connect_cause(exc: aiohttp.ClientConnectorError) -> str:
+    """Classified by exception type and errno (a DNS failure carries a `socket.gaierror`, as
+    `ClientConnectorDNSError` does), never by message text."""
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        detail = getattr(exc.certificate_error, "verify_message", None)
+        verify = f"certificate verify failed: {detail}" if detail else "certificate verify failed"
+        return f"TLS handshake failed ({verify})"
+    cause = exc.os_error
+    if isinstance(cause, socket.gaierror):
+        detail = _RESOLVER_ERRNOS.get(cause.errno)
+        return f"name resolution failed ({detail})" if detail else "name resolution failed"
+    if isinstance(exc, aiohttp.ClientSSLError):
+        reason = getattr(cause, "reason", None)  # OpenSSL's reason code, e.g. WRONG_VERSION_NUMBER
+        detail = reason.lower().replace("_", " ") if isinstance(reason, str) else None
+        return f"TLS handshake failed ({detail})" if detail else "TLS handshake failed"
+    known = _CONNECT_ERRNOS.get(cause.errno) if cause.errno else None
+    if known is not None:
+        return known
+    if cause.errno:
+        return f"{type(cause).__name__} ({os.strerror(cause.errno)})"
+    return type(cause).__name__

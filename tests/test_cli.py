@@ -1,8 +1,8 @@
 """The real console script in a subprocess: `gateway serve` on the built-in default and on files.
 
 It prints one `listening on http://H:P` line to stderr once ready, serves the README's examples
-(curl-style raw HTTP, the openai and anthropic SDKs), and exits 0 on SIGTERM. A bad
-configuration makes it exit non-zero with a message naming the key and the file.
+(curl-style raw HTTP, the openai and anthropic SDKs), and exits 0 on SIGTERM, SIGINT and SIGHUP.
+A bad configuration makes it exit non-zero with a message naming the key and the file.
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def start(tmp_path: Path) -> Iterator:
         signal_on_ready: int | None = None,
     ) -> Server:
         argv = [*(argv0 or [GATEWAY]), *args]
-        server = Server(argv, tmp_path, env or clean_env(), signal_on_ready)
+        env = {"XDG_DATA_HOME": str(tmp_path / "data"), **(env or clean_env())}
+        server = Server(argv, tmp_path, env, signal_on_ready)
         servers.append(server)
         return server
 
@@ -205,7 +206,10 @@ def test_python_m_gateway_serve(start):
     assert len(server.listening_lines()) == 1
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+STOP_SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
+
+
+@pytest.mark.parametrize("sig", STOP_SIGNALS, ids=[sig.name for sig in STOP_SIGNALS])
 def test_signal_right_after_the_ready_line_exits_0(start, sig):
     # A supervisor may stop the gateway the moment it reports ready: the signal must already
     # be handled then (a clean exit 0), not kill the process with the default action.
@@ -316,6 +320,7 @@ def refusals(tmp_path_factory) -> dict[str, Refusal]:
             args, env = ["serve"], clean_env(GATEWAY_CONFIG=str(path))
         else:
             args, env = ["serve", "--config", str(path)], clean_env()
+        env["XDG_DATA_HOME"] = str(tmp / "data")
         proc = subprocess.Popen(
             [GATEWAY, *args],
             cwd=tmp,
@@ -369,3 +374,47 @@ def test_bad_config_from_env_var_names_the_file(refusals):
 
 def test_missing_config_file(refusals):
     assert_config_error(refusals["missing_file"], "not found")
+
+
+# --- what it says at startup --------------------------------------------------------------------
+
+STARTUP_KEY = "sk-startup-SECRET-in-the-environment"
+
+
+def test_startup_lines_come_before_listening_and_never_show_a_key(start, tmp_path):
+    server = start("serve", "--port", "0", env=clean_env(OPENAI_API_KEY=STARTUP_KEY))
+    server.wait_ready()
+    assert server.stop() == 0
+    stderr = "\n".join(server.lines)
+    assert STARTUP_KEY not in stderr
+    assert "Traceback" not in stderr
+
+    plain = [line for line in server.lines if not line.startswith("{")]
+    listening = plain.index(server.listening_lines()[0])
+    startup = plain[:listening]
+    assert startup[:4] == [
+        "configuration: built-in default (no --config, $GATEWAY_CONFIG not set)",
+        "provider mock: kind mock, no key (mock)",
+        "provider openai: kind openai, host api.openai.com, key from $OPENAI_API_KEY (set)",
+        "routes: 7",
+    ]
+    store = startup[4].removeprefix("audit store: ")
+    assert startup[4].startswith("audit store: ") and Path(store).is_absolute(), startup
+    assert Path(store).is_relative_to(tmp_path), startup  # the working or the data directory
+    assert startup[5:] == [
+        "warning: routes[1] 'claude-*' is answered by the mock: set $ANTHROPIC_API_KEY to route "
+        "it to anthropic"
+    ]
+
+
+def test_startup_lines_name_the_config_file(start, tmp_path):
+    text = MOCK_CONFIG.format(host="127.0.0.1", port=0, match="x-*")
+    path = write(tmp_path, "gw.toml", text + '\n[audit]\nstore = "sqlite:///trail/audit.db"\n')
+    server = start("serve", "--config", "gw.toml")  # both relative to the working directory
+    server.wait_ready()
+    assert server.stop() == 0
+    assert f"configuration: {path} (--config)" in server.lines
+    assert f"audit store: {tmp_path / 'trail' / 'audit.db'}" in server.lines
+    assert (tmp_path / "trail" / "audit.db").exists()
+    mock = "warning: routes[0] 'x-*' is answered by the mock provider 'mock', not a real upstream"
+    assert mock in server.lines

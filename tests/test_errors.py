@@ -11,6 +11,7 @@ Every (client format, upstream wire) pair, streaming and not:
 from __future__ import annotations
 
 import http.client
+import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -342,12 +343,17 @@ def test_unreachable_upstream_is_502(stack, unique_model, client, stream):
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_unreachable_message_names_no_upstream_address(stack, unique_model, client):
-    # providers/http.py: messages name the provider and the exception class, never a URL.
+def test_unreachable_message_names_the_host_and_cause_not_the_url(stack, unique_model, client):
+    # providers/http.py: the provider, the upstream's host:port and the cause; never the rest of
+    # the URL (its path here), a header or a key.
     reply = post(stack.urls["withhold"], client, payload_for(client, unique_model("dead"), False))
     error = assert_client_error(client, reply, 502)
-    assert "dead" in error["message"]
-    assert "127.0.0.1" not in error["message"]
+    assert re.fullmatch(
+        r"cannot connect to upstream 'dead' at 127\.0\.0\.1:\d+: connection refused",
+        error["message"],
+    ), error["message"]
+    assert "/v1" not in reply.body.decode()
+    assert "sk-dead" not in reply.body.decode()
 
 
 def stalled_script(kind: str, wire: str, model: str, stream: bool) -> Script:

@@ -373,3 +373,116 @@ async def test_drop_mid_body_is_unreachable_from_read(upstream, providers) -> No
     assert isinstance(info.value, GatewayError)
     assert "connection closed mid-body" in info.value.message
     assert_no_secret(info.value)
+
+
+# --- what a failed connection says -----------------------------------------------------------
+# The message reaches clients in error bodies: the provider, the upstream host:port and the cause
+# in words, never the URL's user info, path or query, nor any header.
+
+URL_SECRET = "url-SECRET-never-shown"
+
+
+def assert_host_only(exc: BaseException) -> None:
+    assert_no_secret(exc)
+    for text in (str(exc), repr(exc)):
+        assert URL_SECRET not in text
+        assert "/v1" not in text
+
+
+@pytest.mark.parametrize("make", [openai, anthropic])
+async def test_refused_port_names_host_and_cause(make, providers) -> None:
+    port = free_port()
+    # aiohttp refuses credentials in the URL beside an Authorization header (the OpenAI wire).
+    userinfo = f"user:{URL_SECRET}@" if make is anthropic else ""
+    base_url = f"http://{userinfo}127.0.0.1:{port}/v1/{URL_SECRET}?key={URL_SECRET}"
+    provider = make(providers, base_url)
+
+    with pytest.raises(UpstreamUnreachable) as info:
+        await provider.send(ProviderRequest(BODY, stream=False))
+
+    name = provider.name
+    expected = f"cannot connect to upstream {name!r} at 127.0.0.1:{port}: connection refused"
+    assert info.value.message == expected
+    assert_host_only(info.value)
+
+
+UNRESOLVABLE = "api.gateway-test.invalid"  # RFC 6761: names under .invalid never resolve
+
+
+async def test_unresolvable_name_says_name_resolution_failed(providers) -> None:
+    loop = asyncio.get_running_loop()
+    try:
+        await asyncio.wait_for(loop.getaddrinfo(UNRESOLVABLE, 443), 5)
+    except socket.gaierror:
+        pass  # what every resolver should answer, and the one here does, at once
+    except TimeoutError:
+        pytest.skip("this machine's resolver does not answer for .invalid names within 5 s")
+    else:
+        pytest.skip("this machine's resolver answers for .invalid names (NXDOMAIN rewriting)")
+    provider = anthropic(providers, f"https://{UNRESOLVABLE}/{URL_SECRET}")
+
+    with pytest.raises(UpstreamUnreachable) as info:
+        await provider.send(ProviderRequest(BODY, stream=False))
+
+    prefix = f"cannot connect to upstream 'an' at {UNRESOLVABLE}:443: name resolution failed"
+    assert info.value.message.startswith(prefix), info.value.message
+    assert_host_only(info.value)
+
+
+async def test_tls_to_a_plain_server_says_tls_handshake_failed(providers) -> None:
+    async def plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1024)
+        writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(plain_http, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        provider = openai(providers, f"https://127.0.0.1:{port}/v1")
+        with pytest.raises(UpstreamUnreachable) as info:
+            await provider.send(ProviderRequest(BODY, stream=False))
+    finally:
+        server.close()
+        await server.wait_closed()
+
+    prefix = f"cannot connect to upstream 'oa' at 127.0.0.1:{port}: TLS handshake failed"
+    assert info.value.message.startswith(prefix), info.value.message
+    assert_host_only(info.value)
+
+
+def full_listener() -> tuple[socket.socket, list[socket.socket]]:
+    """A listening socket whose accept queue is full: Linux drops further SYNs, so a connect
+    neither succeeds nor fails until the client gives up."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(listener.getsockname())
+        fillers.append(filler)
+    return listener, fillers
+
+
+async def test_connect_timeout_says_connect_timed_out(providers) -> None:
+    listener, fillers = full_listener()
+    address = listener.getsockname()
+    try:
+        try:
+            await asyncio.to_thread(socket.create_connection, address, 0.3)
+        except TimeoutError:
+            pass
+        else:
+            pytest.skip("this kernel accepts connections past a full backlog")
+        provider = openai(providers, f"http://127.0.0.1:{address[1]}/v1", connect_timeout=0.3)
+        with pytest.raises(UpstreamTimeout) as info:
+            await provider.send(ProviderRequest(BODY, stream=False))
+    finally:
+        for sock in [listener, *fillers]:
+            sock.close()
+
+    expected = f"cannot connect to upstream 'oa' at 127.0.0.1:{address[1]}: connect timed out"
+    assert info.value.message.startswith(expected), info.value.message
+    assert_host_only(info.value)

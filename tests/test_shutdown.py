@@ -2,8 +2,8 @@
 
 The gateway runs as a subprocess (`gateway serve --config <tmp toml> --port 0`) with the mock
 provider and an OpenAI-wire provider on a loopback `FakeUpstream` served by the test's own loop
-(slow streams), and a SQLite store in `tmp_path`. The test drives concurrent load, sends SIGTERM
-(or SIGINT) while requests are in flight, and then checks:
+(slow streams), and a SQLite store in `tmp_path`. The test drives concurrent load, sends SIGTERM,
+SIGINT or SIGHUP while requests are in flight, and then checks:
 
 - new connections are refused while the in-flight exchanges are still running;
 - the in-flight exchanges finish for their clients (whole streams, with their terminator);
@@ -43,6 +43,8 @@ GATEWAY = str(Path(sys.executable).parent / "gateway")
 LISTENING = re.compile(r"^listening on (?P<url>http://\S+)$")
 READY_TIMEOUT = 20
 PROMPT = [{"role": "user", "content": "hi"}]
+# SIGHUP too: a closed terminal sends it, and the audit trail must still be flushed.
+STOP_SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
 
 
 def clean_env() -> dict[str, str]:
@@ -286,7 +288,7 @@ async def refused(port: int) -> bool:
 # --- the tests ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("sig", STOP_SIGNALS, ids=[sig.name for sig in STOP_SIGNALS])
 async def test_signal_during_load_finishes_in_flight_and_keeps_every_record(sig, tmp_path, launch):
     grace = 5.0
     slow_answer = Answer(text="word " * 30)  # ~35 frames at 0.05 s: ~1.8 s per stream
@@ -367,7 +369,8 @@ async def test_signal_during_load_finishes_in_flight_and_keeps_every_record(sig,
     # One log line per exchange, for exactly the recorded ones; a clean, announced shutdown.
     logged = gateway.exchange_ids()
     assert sorted(logged) == sorted(records)
-    assert any(obj.get("message") == "shutting down" for obj in gateway.json_lines())
+    shutdown = [obj for obj in gateway.json_lines() if obj.get("message") == "shutting down"]
+    assert [obj.get("signal") for obj in shutdown] == [sig.name], shutdown
     assert not any("Traceback" in line for line in gateway.lines), gateway.lines
 
 

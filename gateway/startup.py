@@ -1,0 +1,191 @@
+"""What `gateway serve` says it runs on, one line each on stderr before `listening on`.
+
+    source = config_source(args.config, os.environ)
+    settings = load_settings(source.path, os.environ)
+    for line in startup_report(settings, source, os.environ, audit_store_url):
+        print(line.render(), file=sys.stderr)
+
+The report names the configuration file, each provider and where its key comes from (never the
+key), the number of routes and the audit store; it warns about an unset key variable, a route an
+earlier one shadows, and model names a mock answers. It is a pure function of its arguments.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Final, Literal
+from urllib.parse import urlsplit
+
+from gateway.audit.store import open_store, redact_url, sqlite_path
+from gateway.settings import ProviderSettings, RouteSettings, Settings, default_settings
+
+ConfigOrigin = Literal["--config", "$GATEWAY_CONFIG", "built-in default"]
+FORWARDED: Final = "the client's own credentials are forwarded"
+_GLOB_CHARS: Final = frozenset("*?[")
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    level: Literal["info", "warning"]
+    text: str
+
+    def render(self) -> str:
+        return f"warning: {self.text}" if self.level == "warning" else self.text
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSource:
+    """The configuration file in use (an absolute path), or None for the built-in default."""
+
+    path: Path | None
+    origin: ConfigOrigin
+
+    def label(self) -> str:
+        return f"{self.path} ({self.origin})" if self.path else "the built-in default"
+
+
+def config_source(flag: str | None, env: Mapping[str, str]) -> ConfigSource:
+    """`--config`, else `$GATEWAY_CONFIG` (when not empty), else the built-in default."""
+    if flag is not None:
+        return ConfigSource(Path(os.path.abspath(flag)), "--config")
+    from_env = env.get("GATEWAY_CONFIG")
+    if from_env:
+        return ConfigSource(Path(os.path.abspath(from_env)), "$GATEWAY_CONFIG")
+    return ConfigSource(None, "built-in default")
+
+
+def store_location(url: str) -> str:
+    """Where the audit store at `url` keeps its records, for people to read: the absolute path a
+    SQLite URL opens (relative paths start at the working directory), any other URL without its
+    password. ValueError (naming the URL without its password) when the gateway cannot open it."""
+    open_store(url)  # constructs without connecting: only to refuse the URLs it refuses
+    if url.partition(":")[0].lower() == "sqlite":
+        path = sqlite_path(url)
+        return "in memory (not kept)" if path == ":memory:" else os.path.abspath(path)
+    return redact_url(url)
+
+
+def startup_report(
+    settings: Settings, source: ConfigSource, env: Mapping[str, str], audit_store: str
+) -> list[Line]:
+    """The startup lines, information first, then warnings. `audit_store` is the URL of the store
+    the gateway will open; ValueError (from `store_location`) when it cannot be opened."""
+    info = [Line("info", f"configuration: {_describe_source(source)}")]
+    info += [
+        Line("info", f"provider {name}: {_describe_provider(provider, env)}")
+        for name, provider in settings.providers.items()
+    ]
+    info.append(Line("info", f"routes: {len(settings.routes)}"))
+    info.append(Line("info", f"audit store: {store_location(audit_store)}"))
+    warnings = [*_key_warnings(settings, env), *_shadowed_routes(settings.routes)]
+    warnings += _mock_answers(settings, source)
+    return info + [Line("warning", text) for text in warnings]
+
+
+def _describe_source(source: ConfigSource) -> str:
+    if source.path is None:
+        return "built-in default (no --config, $GATEWAY_CONFIG not set)"
+    if source.origin == "$GATEWAY_CONFIG":
+        return f"{source.path} (from $GATEWAY_CONFIG)"
+    return f"{source.path} ({source.origin})"
+
+
+def _describe_provider(provider: ProviderSettings, env: Mapping[str, str]) -> str:
+    if provider.kind == "mock":
+        return "kind mock, no key (mock)"
+    if provider.api_key is not None:
+        key = "key in the config file"
+    elif provider.api_key_env is not None:
+        state = "set" if env.get(provider.api_key_env) else f"unset: {FORWARDED}"
+        key = f"key from ${provider.api_key_env} ({state})"
+    else:
+        key = f"no key ({FORWARDED})"
+    return f"kind {provider.kind}, host {_host(provider.base_url)}, {key}"
+
+
+def _host(url: str | None) -> str:
+    """The URL's host and explicit port, never its user info."""
+    parts = urlsplit(url or "")
+    host = parts.hostname or "?"
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{host}:{port}" if port is not None else host
+
+
+def _key_warnings(settings: Settings, env: Mapping[str, str]) -> Iterator[str]:
+    for name, provider in settings.providers.items():
+        var = provider.api_key_env
+        if provider.kind == "mock" or var is None or env.get(var):
+            continue
+        state = "is empty" if var in env else "is not set"
+        yield f"provider {name!r}: ${var} {state}, so {FORWARDED}"
+
+
+def _shadowed_routes(routes: tuple[RouteSettings, ...]) -> Iterator[str]:
+    for index, route in enumerate(routes):
+        earlier = next(
+            (i for i in range(index) if _always_taken(route.match, routes[i].match)), None
+        )
+        if earlier is not None:
+            yield (
+                f"routes[{index}] {route.match!r} can never match: routes[{earlier}] "
+                f"{routes[earlier].match!r} takes every name it matches"
+            )
+
+
+def _always_taken(later: str, earlier: str) -> bool:
+    """Whether every name `later` matches is matched by `earlier`, by rules that are sound (no
+    false positives) though not complete."""
+    if later == earlier or earlier == "*":
+        return True
+    if _GLOB_CHARS.isdisjoint(later):
+        return fnmatchcase(later, earlier)
+    prefix = earlier[:-1]
+    return earlier.endswith("*") and _GLOB_CHARS.isdisjoint(prefix) and later.startswith(prefix)
+
+
+def _mock_answers(settings: Settings, source: ConfigSource) -> Iterator[str]:
+    """Routes of real-looking model names (not `mock*`) answered by a mock provider."""
+    real = _built_in_upstreams() if source.path is None else {}
+    for index, route in enumerate(settings.routes):
+        if settings.providers[route.provider].kind != "mock" or route.match.startswith("mock"):
+            continue
+        shown = f"routes[{index}] {route.match!r} is answered by the mock"
+        if route.match in real:
+            provider, var = real[route.match]
+            yield f"{shown}: set ${var} to route it to {provider}"
+        else:
+            yield f"{shown} provider {route.provider!r}, not a real upstream"
+
+
+def _built_in_upstreams() -> dict[str, tuple[str, str]]:
+    """Route pattern -> (provider, key variable) of the built-in default with every key set."""
+    every = default_settings(_EveryVariableSet())
+    upstreams = {}
+    for route in every.routes:
+        var = every.providers[route.provider].api_key_env
+        if var is not None:
+            upstreams[route.match] = (route.provider, var)
+    return upstreams
+
+
+class _EveryVariableSet(Mapping[str, str]):
+    """An environment in which every variable is set: the built-in default with every provider,
+    telling which key variable would route each of its routes to a real upstream."""
+
+    def __getitem__(self, name: str) -> str:
+        return "set"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0

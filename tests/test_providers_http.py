@@ -398,7 +398,7 @@ async def test_refused_port_names_host_and_cause(make, providers) -> None:
     provider = make(providers, base_url)
 
     with pytest.raises(UpstreamUnreachable) as info:
-        await provider.send(ProviderRequest(BODY, stream=False))
+        await provider.send(ProviderRequest(BODY, stream=False, model="m"))
 
     name = provider.name
     expected = f"cannot connect to upstream {name!r} at 127.0.0.1:{port}: connection refused"
@@ -422,7 +422,7 @@ async def test_unresolvable_name_says_name_resolution_failed(providers) -> None:
     provider = anthropic(providers, f"https://{UNRESOLVABLE}/{URL_SECRET}")
 
     with pytest.raises(UpstreamUnreachable) as info:
-        await provider.send(ProviderRequest(BODY, stream=False))
+        await provider.send(ProviderRequest(BODY, stream=False, model="m"))
 
     prefix = f"cannot connect to upstream 'an' at {UNRESOLVABLE}:443: name resolution failed"
     assert info.value.message.startswith(prefix), info.value.message
@@ -441,7 +441,7 @@ async def test_tls_to_a_plain_server_says_tls_handshake_failed(providers) -> Non
     try:
         provider = openai(providers, f"https://127.0.0.1:{port}/v1")
         with pytest.raises(UpstreamUnreachable) as info:
-            await provider.send(ProviderRequest(BODY, stream=False))
+            await provider.send(ProviderRequest(BODY, stream=False, model="m"))
     finally:
         server.close()
         await server.wait_closed()
@@ -478,7 +478,7 @@ async def test_connect_timeout_says_connect_timed_out(providers) -> None:
             pytest.skip("this kernel accepts connections past a full backlog")
         provider = openai(providers, f"http://127.0.0.1:{address[1]}/v1", connect_timeout=0.3)
         with pytest.raises(UpstreamTimeout) as info:
-            await provider.send(ProviderRequest(BODY, stream=False))
+            await provider.send(ProviderRequest(BODY, stream=False, model="m"))
     finally:
         for sock in [listener, *fillers]:
             sock.close()

@@ -8,8 +8,10 @@ error classes. It never holds message text, tool arguments, keys or header value
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Final
 
 # Why an exchange counts as cut; `None` when it does not.
 CUT_REASONS = (
@@ -21,6 +23,61 @@ CUT_REASONS = (
     "cancelled",
     "aborted",
 )
+
+
+# The largest integer a column can hold: BIGINT (token counts) and INTEGER (PostgreSQL's 32 bits).
+INT64_MAX: Final = 2**63 - 1
+INT32_MAX: Final = 2**31 - 1
+
+# NUL (PostgreSQL text cannot hold it) and lone surrogates (not encodable as UTF-8).
+_UNSTORABLE_CHARS: Final = re.compile("[\x00\ud800-\udfff]")
+
+
+def coerce_count(value: object, limit: int = INT64_MAX) -> int | None:
+    """`value` as a count the record can hold (a whole number in 0..limit), else None.
+
+    For values from outside, such as upstream usage, before they go into a record:
+    `record.input_tokens = coerce_count(usage.get("input_tokens"))`. A whole float (12.0)
+    counts; a bool, a string, a fraction or anything out of range does not.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        if not value.is_integer():  # also NaN and the infinities
+            return None
+        value = int(value)
+    if isinstance(value, int) and 0 <= value <= limit:
+        return value
+    return None
+
+
+def coerce_text(value: object) -> str | None:
+    """`value` as text every store can hold, else None (it is not a string).
+
+    NUL and lone surrogates become U+FFFD; everything else, control characters included, is
+    kept as data (the terminal renderers escape those).
+    """
+    if not isinstance(value, str):
+        return None
+    if _UNSTORABLE_CHARS.search(value) is None:
+        return value
+    return _UNSTORABLE_CHARS.sub("\ufffd", value)
+
+
+def coerce_time(value: object) -> float | None:
+    """`value` as unix seconds (a finite number), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if -INT64_MAX <= value <= INT64_MAX else None
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return None
+
+
+def coerce_flag(value: object) -> bool | None:
+    """`value` if it is a bool, else None (no guessing from 0, 1 or "yes")."""
+    return value if isinstance(value, bool) else None
 
 
 @dataclass(slots=True)

@@ -37,12 +37,19 @@ Truncated JSON (`render_truncated_json`): a list, newest first:
 
 Truncated CSV (`render_truncated_csv`): header `id,time,provider,model,why,withheld_tools`;
 withheld tool names joined by `;`; a missing value is an empty field.
+
+JSON and CSV carry every value exactly, control characters included (JSON escapes them; a CSV
+field holding a line break or a carriage return is quoted). The terminal tables show values from
+requests and upstreams (models, routes, tool names, ids) as plain text: never read as rich
+markup, and with control characters written as visible escapes (`\\x1b`, `\\r`), so a
+model name cannot move the cursor, retitle the terminal or hide what follows it.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -51,6 +58,7 @@ from rich import box
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from gateway.audit.report import MISSING, STOP_REASONS, GroupSummary, TruncatedExchange
 
@@ -140,11 +148,18 @@ def _json(items: list[dict[str, Any]]) -> str:
 
 
 def _csv(header: Sequence[str], rows: list[list[str]]) -> str:
+    # Written with "\r\n" so that a field holding "\r" is quoted too (with "\n" as the line
+    # terminator, csv quotes only "\n" and a reader would split the row at the "\r"), then
+    # each row's terminator is cut back to "\n".
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return out.getvalue()
+    writer = csv.writer(out, lineterminator="\r\n")
+    lines = []
+    for row in [header, *rows]:
+        writer.writerow(row)
+        lines.append(out.getvalue()[:-2] + "\n")
+        out.seek(0)
+        out.truncate()
+    return "".join(lines)
 
 
 def _csv_ms(value: float | None) -> str:
@@ -193,6 +208,29 @@ def render_truncated_csv(items: Sequence[TruncatedExchange]) -> str:
 
 
 # --- terminal tables ---------------------------------------------------------------------------
+
+# C0 and C1 controls, DEL, line and paragraph separators, and the bidirectional marks,
+# embeddings, overrides and isolates (which reorder what a terminal shows after them).
+_CONTROLS: Final = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+_NAMED_CONTROLS: Final = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED_CONTROLS.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def visible(value: str) -> str:
+    """`value` with every control character written as an escape: `\\x1b`, `\\r`, `\\u202e`."""
+    return _CONTROLS.sub(_escape_control, value)
+
+
+def _plain(value: str) -> Text:
+    """A table cell showing `value` as it is: escaped controls, no markup, no emoji codes."""
+    return Text(visible(value))
 
 
 def _count(n: int) -> str:
@@ -287,7 +325,7 @@ def _group_table(
     for header in headers:
         table.add_column(header, justify="right", no_wrap=True)
     for group, cells in rows:
-        table.add_row(group, *cells)
+        table.add_row(_plain(group), *cells)
     return table
 
 
@@ -353,10 +391,10 @@ def render_truncated_table(
     for t in items:
         table.add_row(
             t.time.replace("T", " ")[:19],  # to the second; JSON and CSV keep milliseconds
-            t.id,
-            t.provider or MISSING,
-            t.model or MISSING,
-            t.why or MISSING,
-            ", ".join(t.withheld_tools) or MISSING,
+            _plain(t.id),
+            _plain(t.provider or MISSING),
+            _plain(t.model or MISSING),
+            _plain(t.why or MISSING),
+            _plain(", ".join(t.withheld_tools) or MISSING),
         )
     return _to_text(table, width=console_width)

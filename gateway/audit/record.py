@@ -24,6 +24,11 @@ CUT_REASONS = (
     "aborted",
 )
 
+# How the audit, its report and /metrics name what a record does not have: no provider (refused
+# before routing) and no stop reason (no answer came: refused, or the upstream failed). `none`
+# is not `unknown`, which is a stop reason the upstream sent that the gateway does not know.
+NO_PROVIDER: Final = "-"
+NO_STOP_REASON: Final = "none"
 
 # The largest integer a column can hold: BIGINT (token counts) and INTEGER (PostgreSQL's 32 bits).
 INT64_MAX: Final = 2**63 - 1

@@ -8,14 +8,15 @@ Summary JSON (`render_json`): a list, one object per group, most requests first:
     {"by": "provider", "group": "openai", "requests": 4, "errors": 1,
      "stop_reasons": {"stop": 1, "tool_calls": 0, "length": 2, "stop_sequence": 0,
                       "content_filter": 0, "refusal": 0, "pause": 0, "context_window": 0,
-                      "malformed": 0, "error": 1, "aborted": 0, "unknown": 0},
+                      "malformed": 0, "error": 1, "aborted": 0, "unknown": 0, "none": 0},
      "truncated": 2, "truncated_rate": 0.5, "withheld_tool_calls": 1, "parse_failures": 0,
      "missing_terminators": 1, "ttfb_p50_ms": 120.0, "ttfb_p95_ms": 480.0,
      "total_p50_ms": 900.0, "total_p95_ms": 2500.0, "input_tokens": 310, "output_tokens": 95}
 
   `group` is `-` when the record had no value; `truncated_rate` is rounded to 4 decimals; times
   are milliseconds rounded to 1 decimal, `null` when the group has none; every stop reason of the
-  closed set is present, zeros included. Indented by two spaces.
+  closed set is present, zeros included, then `none`: the records without a stop reason (added
+  after the others, so it comes last). Indented by two spaces.
 
 Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line endings:
 
@@ -23,9 +24,10 @@ Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line e
     stop_content_filter,stop_refusal,stop_pause,stop_context_window,stop_malformed,stop_error,
     stop_aborted,stop_unknown,truncated,truncated_rate,withheld_tool_calls,parse_failures,
     missing_terminators,ttfb_p50_ms,ttfb_p95_ms,total_p50_ms,total_p95_ms,input_tokens,
-    output_tokens
+    output_tokens,stop_none
 
-  (one line in the output). `truncated_rate` has exactly 4 decimals (`0.5000`), times exactly 1
+  (one line in the output; `stop_none`, the records without a stop reason, came later and so
+  was appended at the end). `truncated_rate` has exactly 4 decimals (`0.5000`), times exactly 1
   (`120.0`), and a missing time is an empty field.
 
 Truncated JSON (`render_truncated_json`): a list, newest first:
@@ -60,7 +62,14 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from gateway.audit.report import MISSING, STOP_REASONS, GroupSummary, TruncatedExchange
+from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON
+from gateway.audit.report import (
+    MISSING,
+    STOP_REASON_KEYS,
+    STOP_REASONS,
+    GroupSummary,
+    TruncatedExchange,
+)
 
 SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "by",
@@ -79,6 +88,7 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "total_p95_ms",
     "input_tokens",
     "output_tokens",
+    f"stop_{NO_STOP_REASON}",
 )
 TRUNCATED_COLUMNS: Final[tuple[str, ...]] = (
     "id",
@@ -104,6 +114,7 @@ _STOP_HEADERS: Final = {
     "error": "error",
     "aborted": "aborted",
     "unknown": "unknown",
+    NO_STOP_REASON: NO_STOP_REASON,
 }
 
 
@@ -117,7 +128,7 @@ def _summary_object(s: GroupSummary) -> dict[str, Any]:
         "group": s.group,
         "requests": s.requests,
         "errors": s.errors,
-        "stop_reasons": {name: s.stop_reasons.get(name, 0) for name in STOP_REASONS},
+        "stop_reasons": {name: s.stop_reasons.get(name, 0) for name in STOP_REASON_KEYS},
         "truncated": s.truncated,
         "truncated_rate": round(s.truncated_rate, 4),
         "withheld_tool_calls": s.withheld_tool_calls,
@@ -189,6 +200,7 @@ def render_csv(summaries: Sequence[GroupSummary]) -> str:
             _csv_ms(s.total_p95_ms),
             str(s.input_tokens),
             str(s.output_tokens),
+            str(s.stop_reasons.get(NO_STOP_REASON, 0)),
         ]
         for s in summaries
     ]
@@ -362,7 +374,7 @@ def render_table(
                 [(s.group, _time_cells(s)) for s in summaries],
             ),
         ]
-    shown = [name for name in STOP_REASONS if any(s.stop_reasons.get(name) for s in summaries)]
+    shown = [name for name in STOP_REASON_KEYS if any(s.stop_reasons.get(name) for s in summaries)]
     tables.append(
         _group_table(
             f"stop reasons by {by}",
@@ -392,7 +404,7 @@ def render_truncated_table(
         table.add_row(
             t.time.replace("T", " ")[:19],  # to the second; JSON and CSV keep milliseconds
             _plain(t.id),
-            _plain(t.provider or MISSING),
+            _plain(t.provider or NO_PROVIDER),
             _plain(t.model or MISSING),
             _plain(t.why or MISSING),
             _plain(", ".join(t.withheld_tools) or MISSING),

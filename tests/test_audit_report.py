@@ -175,6 +175,7 @@ def records() -> list[AuditRecord]:
             truncated=True,
             cut_reason="cancelled",
             client_aborted=True,
+            ended_by="client",
         ),
         rec(
             "req-04",
@@ -393,7 +394,13 @@ def test_truncated_list_newest_first() -> None:
     items = truncated_list(records(), 20)
     assert items == [
         TruncatedExchange(
-            "req-07", "2023-11-14T22:13:45.000Z", "anthropic", "claude-haiku", "cancelled", ()
+            "req-07",
+            "2023-11-14T22:13:45.000Z",
+            "anthropic",
+            "claude-haiku",
+            "cancelled",
+            (),
+            ended_by="client",
         ),
         TruncatedExchange(
             "req-03",
@@ -485,11 +492,39 @@ def test_golden_truncated_csv() -> None:
     check_golden("audit_truncated.csv", render_truncated_csv(truncated_list(records(), 20)))
 
 
+def test_truncated_shapes_carry_who_ended_the_exchange_last() -> None:
+    server = rec(
+        "req-10",
+        50,
+        provider="openai",
+        model="gpt-4o",
+        route="gpt-*",
+        stop_reason="aborted",
+        truncated=True,
+        cut_reason="cancelled",
+        ended_by="server",
+    )
+    items = truncated_list([*records(), server], 20)
+    parsed = orjson.loads(render_truncated_json(items))
+    assert [list(item)[-1] for item in parsed] == ["ended_by"] * len(parsed)
+    assert [(item["id"], item["ended_by"]) for item in parsed[:3]] == [
+        ("req-10", "server"),
+        ("req-07", "client"),
+        ("req-03", None),
+    ]
+    lines = render_truncated_csv(items).splitlines()
+    assert lines[0] == "id,time,provider,model,why,withheld_tools,ended_by"
+    assert lines[1].endswith(",cancelled,,server") and lines[3].endswith(",search;fetch_url,")
+    table = render_truncated_table(items, console_width=100)
+    assert "cancelled by server" in table and "cancelled by client" in table
+    assert "missing_terminator by" not in table
+
+
 def test_empty_json_and_csv() -> None:
     assert render_json([]) == "[]\n"
     assert render_csv([]) == ",".join(SUMMARY_COLUMNS) + "\n"
     assert render_truncated_json([]) == "[]\n"
-    assert render_truncated_csv([]) == "id,time,provider,model,why,withheld_tools\n"
+    assert render_truncated_csv([]) == "id,time,provider,model,why,withheld_tools,ended_by\n"
 
 
 # --- tables --------------------------------------------------------------------------------------
@@ -579,6 +614,7 @@ def test_truncated_table() -> None:
         "search, fetch_url",
         "get_weather",
         "claude-haiku",
+        "cancelled by client",
     ):
         assert expected in text
     assert text.index("req-07") < text.index("req-03") < text.index("req-06")

@@ -96,6 +96,7 @@ REPAIRS: Final[Mapping[str, Repair]] = {
     "client_aborted": Repair(coerce_flag, bool),
     "runaway_streak": Repair(_count32, _none),
     "content": Repair(_json_object, _none),
+    "ended_by": Repair(coerce_text, _none),
 }
 # JSON fields are checked for their shape here and for their content by `json_text`, which the
 # stores run anyway: walking a large `content` for every record would cost more than dumping it.

@@ -23,6 +23,9 @@ CUT_REASONS = (
     "cancelled",
     "aborted",
 )
+# Who ended an exchange before it ended by itself (`AuditRecord.ended_by`): the client left, or
+# the gateway ended it (the shutdown grace ran out). None: it ended normally.
+ENDED_BY: Final = ("client", "server")
 
 # How the audit, its report and /metrics name what a record does not have: no provider (refused
 # before routing) and no stop reason (no answer came: refused, or the upstream failed). `none`
@@ -116,6 +119,7 @@ class AuditRecord:
     client_aborted: bool = False
     runaway_streak: int | None = None  # trailing identical tool calls, when suspected
     content: dict[str, Any] | None = None  # only with log_content on
+    ended_by: str | None = None  # one of ENDED_BY when the exchange was ended early
 
     @property
     def ttfb_ms(self) -> float | None:

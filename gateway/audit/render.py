@@ -33,12 +33,14 @@ Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line e
 Truncated JSON (`render_truncated_json`): a list, newest first:
 
     {"id": "req-7", "time": "2023-11-14T22:13:20.250Z", "provider": "openai",
-     "model": "gpt-4o", "why": "length", "withheld_tools": ["get_weather"]}
+     "model": "gpt-4o", "why": "length", "withheld_tools": ["get_weather"], "ended_by": null}
 
-  `provider` and `why` may be `null`; `time` is ISO 8601 UTC with milliseconds.
+  `provider`, `why` and `ended_by` may be `null`; `time` is ISO 8601 UTC with milliseconds;
+  `ended_by` is `client` or `server` when one of them ended the exchange early.
 
-Truncated CSV (`render_truncated_csv`): header `id,time,provider,model,why,withheld_tools`;
-withheld tool names joined by `;`; a missing value is an empty field.
+Truncated CSV (`render_truncated_csv`): header `id,time,provider,model,why,withheld_tools,
+ended_by` (one line); withheld tool names joined by `;`; a missing value is an empty field.
+The terminal table shows `ended_by` in its `why` cell: `cancelled by server`.
 
 JSON and CSV carry every value exactly, control characters included (JSON escapes them; a CSV
 field holding a line break or a carriage return is quoted). The terminal tables show values from
@@ -97,6 +99,7 @@ TRUNCATED_COLUMNS: Final[tuple[str, ...]] = (
     "model",
     "why",
     "withheld_tools",
+    "ended_by",
 )
 DEFAULT_WIDTH: Final = 100
 
@@ -151,6 +154,7 @@ def _truncated_object(t: TruncatedExchange) -> dict[str, Any]:
         "model": t.model,
         "why": t.why,
         "withheld_tools": list(t.withheld_tools),
+        "ended_by": t.ended_by,
     }
 
 
@@ -213,7 +217,15 @@ def render_truncated_json(items: Sequence[TruncatedExchange]) -> str:
 
 def render_truncated_csv(items: Sequence[TruncatedExchange]) -> str:
     rows = [
-        [t.id, t.time, t.provider or "", t.model, t.why or "", ";".join(t.withheld_tools)]
+        [
+            t.id,
+            t.time,
+            t.provider or "",
+            t.model,
+            t.why or "",
+            ";".join(t.withheld_tools),
+            t.ended_by or "",
+        ]
         for t in items
     ]
     return _csv(TRUNCATED_COLUMNS, rows)
@@ -386,6 +398,12 @@ def render_table(
     return _to_text(*tables, width=console_width)
 
 
+def _why(t: TruncatedExchange) -> str:
+    """The cut reason, and who ended the exchange when someone did: `cancelled by server`."""
+    why = t.why or MISSING
+    return f"{why} by {t.ended_by}" if t.ended_by else why
+
+
 def render_truncated_table(
     items: Sequence[TruncatedExchange], console_width: int = DEFAULT_WIDTH
 ) -> str:
@@ -406,7 +424,7 @@ def render_truncated_table(
             _plain(t.id),
             _plain(t.provider or NO_PROVIDER),
             _plain(t.model or MISSING),
-            _plain(t.why or MISSING),
+            _plain(_why(t)),
             _plain(", ".join(t.withheld_tools) or MISSING),
         )
     return _to_text(table, width=console_width)

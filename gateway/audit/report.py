@@ -89,6 +89,7 @@ class TruncatedExchange:
     model: str
     why: str | None  # the record's cut_reason
     withheld_tools: tuple[str, ...]  # names of the withheld tool calls, in call order
+    ended_by: str | None = None  # "client" or "server" when one of them ended it early
 
 
 def percentile(values: Sequence[float], p: int) -> float | None:
@@ -190,6 +191,7 @@ def truncated_list(
             model=r.model,
             why=r.cut_reason,
             withheld_tools=tuple(str(call.get("name", "")) for call in r.withheld_tool_calls),
+            ended_by=r.ended_by,
         )
         for r in cut
     ]

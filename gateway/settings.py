@@ -33,7 +33,8 @@ from pydantic import (
     model_validator,
 )
 
-DEFAULT_AUDIT_STORE: Final = "sqlite:///gateway-audit.db"
+from gateway.audit.location import default_store_url, resolve_store_url
+
 DEFAULT_BASE_URLS: Final[Mapping[str, str]] = {
     "openai": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
@@ -123,7 +124,9 @@ class TruncationSettings(_Frozen):
 
 
 class AuditSettings(_Frozen):
-    store: NonEmptyStr = DEFAULT_AUDIT_STORE
+    # Not configured: the per-user data directory; a relative SQLite path: beside the config
+    # file. parse_settings resolves both (gateway.audit.location), so readers get one URL.
+    store: NonEmptyStr = Field(default_factory=lambda: default_store_url(os.environ))
     log_content: bool = False
     queue_size: Annotated[int, Field(ge=1)] = 10000  # records waiting for the writer
 
@@ -180,14 +183,35 @@ class Settings(_Frozen):
         return list(names)
 
 
-def parse_settings(data: Mapping[str, Any], source: str | None = None) -> Settings:
-    """Validate already-parsed TOML data; every problem becomes a ConfigError naming `source`."""
+def parse_settings(
+    data: Mapping[str, Any],
+    source: str | None = None,
+    *,
+    config_dir: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] = os.environ,
+) -> Settings:
+    """Validate already-parsed TOML data; every problem becomes a ConfigError naming `source`.
+
+    The audit store is resolved with `config_dir` (the file's directory) and `env`.
+    """
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(source, [_problem(err) for err in exc.errors()]) from None
     except ConfigError as exc:
         raise ConfigError(source, exc.problems) from None
+    return _with_audit_store_located(settings, config_dir, env)
+
+
+def _with_audit_store_located(
+    settings: Settings, config_dir: str | os.PathLike[str] | None, env: Mapping[str, str]
+) -> Settings:
+    audit = settings.audit
+    configured = audit.store if "store" in audit.model_fields_set else None
+    store = resolve_store_url(configured, config_dir, env)
+    if store == audit.store:
+        return settings
+    return settings.model_copy(update={"audit": audit.model_copy(update={"store": store})})
 
 
 def load_settings(
@@ -209,7 +233,9 @@ def load_settings(
         raise ConfigError(source, [(None, "not valid UTF-8")]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, [(None, f"invalid TOML: {exc}")]) from None
-    return parse_settings(data, source)
+    return parse_settings(
+        data, source, config_dir=os.path.dirname(os.path.abspath(source)), env=env
+    )
 
 
 def default_settings(env: Mapping[str, str] = os.environ) -> Settings:
@@ -226,7 +252,7 @@ def default_settings(env: Mapping[str, str] = os.environ) -> Settings:
         "providers": providers,
         "routes": [{"match": glob, "provider": name} for glob, name in routes],
     }
-    return parse_settings(data, "<built-in default>")
+    return parse_settings(data, "<built-in default>", env=env)
 
 
 _MESSAGES: Final[Mapping[str, str]] = {

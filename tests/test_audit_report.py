@@ -795,7 +795,14 @@ def test_main_audit_default_store_from_config(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    config = tmp_path / "gw.toml"
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "from-config.db").touch()
+    default = tmp_path / "xdg" / "llm-gateway" / "audit.db"
+    default.parent.mkdir(parents=True)
+    default.touch()
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    config = conf / "gw.toml"
     config.write_text('[audit]\nstore = "sqlite:///from-config.db"\n', encoding="utf-8")
     assert main_audit(parse(["--config", str(config), "--format", "json"])) == 0
     monkeypatch.setenv("GATEWAY_CONFIG", str(config))
@@ -803,9 +810,9 @@ def test_main_audit_default_store_from_config(
     monkeypatch.delenv("GATEWAY_CONFIG")
     assert main_audit(parse(["--format", "json"])) == 0
     assert [s.url for s in opened] == [
-        "sqlite:///from-config.db",
-        "sqlite:///from-config.db",
-        "sqlite:///gateway-audit.db",  # the built-in default
+        f"sqlite:///{conf}/from-config.db",  # beside the configuration file, not in the cwd
+        f"sqlite:///{conf}/from-config.db",
+        f"sqlite:///{default}",  # the built-in default: the per-user data directory
     ]
     capsys.readouterr()
 

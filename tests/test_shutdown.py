@@ -61,7 +61,7 @@ class GatewayProcess:
         self.proc = subprocess.Popen(
             [GATEWAY, "serve", "--config", str(config), "--port", "0"],
             cwd=cwd,
-            env=clean_env(),
+            env={**clean_env(), "XDG_DATA_HOME": str(cwd / "xdg-data")},  # not the real home
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )

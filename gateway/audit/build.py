@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.audit.record import AuditRecord
+from gateway.audit.record import AuditRecord, coerce_count
 from gateway.context import ExchangeContext
 
 
@@ -28,11 +28,11 @@ def complete_record(record: AuditRecord, ctx: ExchangeContext, log_content: bool
             for call in snapshot.tool_calls
             if call.parse_failure is not None
         ]
-        usage = snapshot.usage
-        record.input_tokens = usage.input_tokens
-        record.output_tokens = usage.output_tokens
-        record.cache_read_tokens = usage.cache_read_tokens
-        record.cache_creation_tokens = usage.cache_creation_tokens
+        usage = snapshot.usage  # as the upstream sent it: a count may be anything
+        record.input_tokens = coerce_count(usage.input_tokens)
+        record.output_tokens = coerce_count(usage.output_tokens)
+        record.cache_read_tokens = coerce_count(usage.cache_read_tokens)
+        record.cache_creation_tokens = coerce_count(usage.cache_creation_tokens)
     error = snapshot.error
     if error is not None and record.error_class is None:
         record.error_class = f"stream_{error.kind}"

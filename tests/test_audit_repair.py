@@ -70,6 +70,15 @@ async def test_a_value_the_store_cannot_hold_is_refused_as_a_record_problem(
     assert await backend.count() == 1
 
 
+async def test_an_escaped_backslash_before_u0000_is_text_not_a_nul(backend: Backend) -> None:
+    """`\\u0000` typed out in a prompt is six characters of text, not NUL: kept exactly."""
+    store = backend.store()
+    content = {"text": "write \\u0000 in JSON", "deeper": ["\\\\u0000"]}
+    await store.write([full_record(1, content=content)])
+    [got] = await store.fetch()
+    assert got.content == content
+
+
 def refusing(model: str) -> tuple[Migration, ...]:
     """The migrations plus a test-only one after which the store refuses records of `model`:
     a constraint the database enforces and `check` knows nothing of."""

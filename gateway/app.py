@@ -71,6 +71,7 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
             max_queue=settings.audit.queue_size,
             on_depth=metrics.queue_depth.set,
             on_backpressure=metrics.backpressure.inc,
+            on_rejected=metrics.rejected.inc,
         )
         writer.start()
         observer.writer = writer

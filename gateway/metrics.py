@@ -2,14 +2,15 @@
 
 Every counter moves once per exchange, from its finished audit record, so `/metrics` and the
 audit trail always agree. Models that no route matched count under "-", so a client inventing
-names cannot grow the label set.
+names cannot grow the label set; a missing provider or stop reason is named as the audit report
+names it (`NO_PROVIDER`, `NO_STOP_REASON`).
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from gateway.audit.record import AuditRecord
+from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 CLIENT_CAUSED = frozenset({"stream_aborted"})
@@ -74,6 +75,12 @@ class GatewayMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.ended_early = Counter(
+            "gateway_exchanges_ended_early",
+            "Exchanges ended before their answer was complete, by who ended them",
+            ["provider", "ended_by"],
+            registry=r,
+        )
         self.in_flight = Gauge("gateway_in_flight_exchanges", "Exchanges in progress", registry=r)
         self.queue_depth = Gauge(
             "gateway_audit_queue_depth", "Audit records waiting for the writer", registry=r
@@ -83,14 +90,21 @@ class GatewayMetrics:
             "Times an exchange waited because the audit queue was full",
             registry=r,
         )
+        self.rejected = Counter(
+            "gateway_audit_rejected_records",
+            "Records the store refused even once repaired, set aside",
+            registry=r,
+        )
 
     def observe(self, record: AuditRecord) -> None:
-        provider = record.provider or "-"
+        provider = record.provider or NO_PROVIDER
         model = record.model if record.route is not None else "-"
-        stop = record.stop_reason or "none"
+        stop = record.stop_reason or NO_STOP_REASON
         self.requests.labels(provider, model, record.client_format, stop).inc()
         if record.truncated:
-            self.truncated.labels(provider, model, record.cut_reason or "unknown").inc()
+            self.truncated.labels(provider, model, record.cut_reason or NO_STOP_REASON).inc()
+        if record.ended_by:
+            self.ended_early.labels(provider, record.ended_by).inc()
         if record.withheld_tool_calls:
             self.withheld.labels(provider, model).inc(len(record.withheld_tool_calls))
         if record.parse_failures:

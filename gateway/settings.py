@@ -33,9 +33,9 @@ from pydantic import (
     model_validator,
 )
 
+from gateway.audit.location import default_store_url, resolve_store_url
 from providers.registry import KINDS, known_kinds
 
-DEFAULT_AUDIT_STORE: Final = "sqlite:///gateway-audit.db"
 _GLOB_CHARS: Final = frozenset("*?[")
 _BARE_KEY: Final = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -127,7 +127,9 @@ class TruncationSettings(_Frozen):
 
 
 class AuditSettings(_Frozen):
-    store: NonEmptyStr = DEFAULT_AUDIT_STORE
+    # Not configured: the per-user data directory; a relative SQLite path: beside the config
+    # file. parse_settings resolves both (gateway.audit.location), so readers get one URL.
+    store: NonEmptyStr = Field(default_factory=lambda: default_store_url(os.environ))
     log_content: bool = False
     queue_size: Annotated[int, Field(ge=1)] = 10000  # records waiting for the writer
 
@@ -184,14 +186,35 @@ class Settings(_Frozen):
         return list(names)
 
 
-def parse_settings(data: Mapping[str, Any], source: str | None = None) -> Settings:
-    """Validate already-parsed TOML data; every problem becomes a ConfigError naming `source`."""
+def parse_settings(
+    data: Mapping[str, Any],
+    source: str | None = None,
+    *,
+    config_dir: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] = os.environ,
+) -> Settings:
+    """Validate already-parsed TOML data; every problem becomes a ConfigError naming `source`.
+
+    The audit store is resolved with `config_dir` (the file's directory) and `env`.
+    """
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(source, [_problem(err) for err in exc.errors()]) from None
     except ConfigError as exc:
         raise ConfigError(source, exc.problems) from None
+    return _with_audit_store_located(settings, config_dir, env)
+
+
+def _with_audit_store_located(
+    settings: Settings, config_dir: str | os.PathLike[str] | None, env: Mapping[str, str]
+) -> Settings:
+    audit = settings.audit
+    configured = audit.store if "store" in audit.model_fields_set else None
+    store = resolve_store_url(configured, config_dir, env)
+    if store == audit.store:
+        return settings
+    return settings.model_copy(update={"audit": audit.model_copy(update={"store": store})})
 
 
 def load_settings(
@@ -213,7 +236,9 @@ def load_settings(
         raise ConfigError(source, [(None, "not valid UTF-8")]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, [(None, f"invalid TOML: {exc}")]) from None
-    return parse_settings(data, source)
+    return parse_settings(
+        data, source, config_dir=os.path.dirname(os.path.abspath(source)), env=env
+    )
 
 
 def default_settings(env: Mapping[str, str] = os.environ) -> Settings:
@@ -230,7 +255,7 @@ def default_settings(env: Mapping[str, str] = os.environ) -> Settings:
         "providers": providers,
         "routes": [{"match": glob, "provider": name} for glob, name in routes],
     }
-    return parse_settings(data, "<built-in default>")
+    return parse_settings(data, "<built-in default>", env=env)
 
 
 _MESSAGES: Final[Mapping[str, str]] = {

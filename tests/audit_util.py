@@ -160,6 +160,7 @@ def full_record(i: int, **overrides: Any) -> AuditRecord:
         "client_aborted": True,
         "runaway_streak": 5,
         "content": {"messages": [{"role": "user", "text": "héllo ✓"}], "n": 1, "ok": None},
+        "ended_by": "server",
     }
     values.update(overrides)
     return AuditRecord(**values)

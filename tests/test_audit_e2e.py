@@ -574,7 +574,7 @@ async def test_abandoned_exchanges_are_recorded_as_such(kind, tmp_path, servers)
     for request_id, model in abandoned.items():
         record = by_model[model]
         assert record.id == request_id
-        assert record.client_aborted is True, record
+        assert (record.client_aborted, record.ended_by) == (True, "client"), record
         assert record.truncated is True, record
         assert record.cut_reason == "cancelled", record
         assert record.stop_reason == "aborted", record
@@ -583,5 +583,5 @@ async def test_abandoned_exchanges_are_recorded_as_such(kind, tmp_path, servers)
         assert record.http_status == 200, record  # the stream had started
         assert record.provider == slow[model][1]
     whole = by_model[stall]
-    assert whole.client_aborted is True, whole
+    assert (whole.client_aborted, whole.ended_by) == (True, "client"), whole
     assert whole.provider == "openai" and whole.stream is False

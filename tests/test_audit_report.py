@@ -18,7 +18,7 @@ import pytest
 
 import gateway.audit.store as store_module
 from gateway.audit.command import add_audit_parser, main_audit, redact_url, run_audit
-from gateway.audit.record import AuditRecord
+from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord
 from gateway.audit.render import (
     SUMMARY_COLUMNS,
     render_csv,
@@ -29,6 +29,7 @@ from gateway.audit.render import (
     render_truncated_table,
 )
 from gateway.audit.report import (
+    STOP_REASON_KEYS,
     STOP_REASONS,
     GroupSummary,
     TruncatedExchange,
@@ -174,6 +175,7 @@ def records() -> list[AuditRecord]:
             truncated=True,
             cut_reason="cancelled",
             client_aborted=True,
+            ended_by="client",
         ),
         rec(
             "req-04",
@@ -214,7 +216,7 @@ def records() -> list[AuditRecord]:
 
 
 def stops(**counts: int) -> dict[str, int]:
-    return {name: counts.get(name, 0) for name in STOP_REASONS}
+    return {name: counts.get(name, 0) for name in STOP_REASON_KEYS}
 
 
 def by_group(summaries: Sequence[GroupSummary]) -> dict[str, GroupSummary]:
@@ -267,8 +269,8 @@ def test_summary_by_provider_every_column() -> None:
     openai = groups["openai"]
     assert openai.requests == 4
     assert openai.errors == 2  # req-03 (error class) and req-04 (502 and error class)
-    assert openai.stop_reasons == stops(stop=1, length=1, error=1, unknown=1)
-    assert list(openai.stop_reasons) == list(STOP_REASONS)
+    assert openai.stop_reasons == stops(stop=1, length=1, error=1, none=1)  # req-04: a 502
+    assert list(openai.stop_reasons) == [*STOP_REASONS, "none"]
     assert openai.truncated == 2
     assert openai.truncated_rate == 0.5
     assert openai.withheld_tool_calls == 3
@@ -293,7 +295,7 @@ def test_summary_by_provider_every_column() -> None:
 
     unrouted = groups["-"]
     assert (unrouted.requests, unrouted.errors, unrouted.truncated) == (1, 1, 0)
-    assert unrouted.stop_reasons == stops(unknown=1)
+    assert unrouted.stop_reasons == stops(none=1)
     assert unrouted.truncated_rate == 0.0
     assert (unrouted.ttfb_p50_ms, unrouted.ttfb_p95_ms) == (None, None)
     assert unrouted.total_p50_ms == unrouted.total_p95_ms == 7.8125
@@ -322,7 +324,7 @@ def test_summary_by_model() -> None:
     ]
     gpt4o = by_group(summaries)["gpt-4o"]
     assert gpt4o.errors == 1
-    assert gpt4o.stop_reasons == stops(stop=1, length=1, unknown=1)
+    assert gpt4o.stop_reasons == stops(stop=1, length=1, none=1)
     assert (gpt4o.truncated, gpt4o.withheld_tool_calls) == (1, 1)
     assert gpt4o.truncated_rate == pytest.approx(1 / 3)
     assert (gpt4o.ttfb_p50_ms, gpt4o.ttfb_p95_ms) == (250.0, 1500.0)  # of 125, 250, 1500
@@ -363,6 +365,28 @@ def test_summary_edge_cases() -> None:
     assert (s.ttfb_p50_ms, s.total_p50_ms) == (None, None)
 
 
+def test_no_stop_reason_is_none_not_unknown() -> None:
+    """One vocabulary with /metrics: an exchange that never got a stop reason (refused before
+    routing, an upstream error) counts under `none`; `unknown` is a stop reason the upstream
+    sent that the gateway does not know."""
+    assert (NO_PROVIDER, NO_STOP_REASON) == ("-", "none")
+    assert (*STOP_REASONS, NO_STOP_REASON) == STOP_REASON_KEYS  # appended, per the contract
+    refused = rec("a", 0, provider=None, model="nope", route=None, http_status=404)
+    odd = rec("b", 1, provider="p", model="m", route="m", stop_reason="weird")
+    unknown = rec("c", 2, provider="p", model="m", route="m", stop_reason="unknown")
+    groups = by_group(summarize([refused, odd, unknown], "provider"))
+    assert groups[NO_PROVIDER].stop_reasons == stops(none=1)
+    assert groups["p"].stop_reasons == stops(unknown=2)
+    parsed = orjson.loads(render_json(summarize([refused], "provider")))
+    assert list(parsed[0]["stop_reasons"])[-1] == "none"
+    assert parsed[0]["group"] == "-" and parsed[0]["stop_reasons"]["none"] == 1
+    header, row = render_csv(summarize([refused], "provider")).splitlines()
+    assert header.endswith(",input_tokens,output_tokens,stop_none")
+    assert row.endswith(",0,0,1") and ",".join(["provider", "-"]) in row
+    table = render_table(summarize([refused], "provider"), "provider")
+    assert "none" in table and "unknown" not in table
+
+
 # --- truncated_list ------------------------------------------------------------------------------
 
 
@@ -370,7 +394,13 @@ def test_truncated_list_newest_first() -> None:
     items = truncated_list(records(), 20)
     assert items == [
         TruncatedExchange(
-            "req-07", "2023-11-14T22:13:45.000Z", "anthropic", "claude-haiku", "cancelled", ()
+            "req-07",
+            "2023-11-14T22:13:45.000Z",
+            "anthropic",
+            "claude-haiku",
+            "cancelled",
+            (),
+            ended_by="client",
         ),
         TruncatedExchange(
             "req-03",
@@ -438,7 +468,7 @@ def test_golden_summary_json() -> None:
         "input_tokens",
         "output_tokens",
     ]
-    assert list(parsed[0]["stop_reasons"]) == list(STOP_REASONS)
+    assert list(parsed[0]["stop_reasons"]) == list(STOP_REASON_KEYS)
     assert parsed[1]["truncated_rate"] == 0.6667
 
 
@@ -448,8 +478,9 @@ def test_golden_summary_csv() -> None:
     lines = text.splitlines()
     assert lines[0] == ",".join(SUMMARY_COLUMNS)
     assert [c for c in lines[0].split(",") if c.startswith("stop_")] == [
-        f"stop_{name}" for name in STOP_REASONS
+        f"stop_{name}" for name in STOP_REASON_KEYS
     ]
+    assert lines[0].endswith(",output_tokens,stop_none")  # new columns are only appended
     assert len(lines) == 5
 
 
@@ -461,11 +492,39 @@ def test_golden_truncated_csv() -> None:
     check_golden("audit_truncated.csv", render_truncated_csv(truncated_list(records(), 20)))
 
 
+def test_truncated_shapes_carry_who_ended_the_exchange_last() -> None:
+    server = rec(
+        "req-10",
+        50,
+        provider="openai",
+        model="gpt-4o",
+        route="gpt-*",
+        stop_reason="aborted",
+        truncated=True,
+        cut_reason="cancelled",
+        ended_by="server",
+    )
+    items = truncated_list([*records(), server], 20)
+    parsed = orjson.loads(render_truncated_json(items))
+    assert [list(item)[-1] for item in parsed] == ["ended_by"] * len(parsed)
+    assert [(item["id"], item["ended_by"]) for item in parsed[:3]] == [
+        ("req-10", "server"),
+        ("req-07", "client"),
+        ("req-03", None),
+    ]
+    lines = render_truncated_csv(items).splitlines()
+    assert lines[0] == "id,time,provider,model,why,withheld_tools,ended_by"
+    assert lines[1].endswith(",cancelled,,server") and lines[3].endswith(",search;fetch_url,")
+    table = render_truncated_table(items, console_width=100)
+    assert "cancelled by server" in table and "cancelled by client" in table
+    assert "missing_terminator by" not in table
+
+
 def test_empty_json_and_csv() -> None:
     assert render_json([]) == "[]\n"
     assert render_csv([]) == ",".join(SUMMARY_COLUMNS) + "\n"
     assert render_truncated_json([]) == "[]\n"
-    assert render_truncated_csv([]) == "id,time,provider,model,why,withheld_tools\n"
+    assert render_truncated_csv([]) == "id,time,provider,model,why,withheld_tools,ended_by\n"
 
 
 # --- tables --------------------------------------------------------------------------------------
@@ -514,10 +573,10 @@ def test_summary_table(width: int) -> None:
         "window",
         "error",
         "aborted",
-        "unknown",
+        "none",
     ):
         assert shown in text
-    for absent in ("filter", "refusal", "pause", "malformed", "sequence"):
+    for absent in ("filter", "refusal", "pause", "malformed", "sequence", "unknown"):
         assert absent not in text
     counts = ["4", "2", "2 (50.0%)", "3", "1", "1"]
     times = ["250/1500", "1500/4000", "350/70"]
@@ -555,6 +614,7 @@ def test_truncated_table() -> None:
         "search, fetch_url",
         "get_weather",
         "claude-haiku",
+        "cancelled by client",
     ):
         assert expected in text
     assert text.index("req-07") < text.index("req-03") < text.index("req-06")
@@ -735,7 +795,14 @@ def test_main_audit_default_store_from_config(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    config = tmp_path / "gw.toml"
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "from-config.db").touch()
+    default = tmp_path / "xdg" / "llm-gateway" / "audit.db"
+    default.parent.mkdir(parents=True)
+    default.touch()
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    config = conf / "gw.toml"
     config.write_text('[audit]\nstore = "sqlite:///from-config.db"\n', encoding="utf-8")
     assert main_audit(parse(["--config", str(config), "--format", "json"])) == 0
     monkeypatch.setenv("GATEWAY_CONFIG", str(config))
@@ -743,9 +810,9 @@ def test_main_audit_default_store_from_config(
     monkeypatch.delenv("GATEWAY_CONFIG")
     assert main_audit(parse(["--format", "json"])) == 0
     assert [s.url for s in opened] == [
-        "sqlite:///from-config.db",
-        "sqlite:///from-config.db",
-        "sqlite:///gateway-audit.db",  # the built-in default
+        f"sqlite:///{conf}/from-config.db",  # beside the configuration file, not in the cwd
+        f"sqlite:///{conf}/from-config.db",
+        f"sqlite:///{default}",  # the built-in default: the per-user data directory
     ]
     capsys.readouterr()
 

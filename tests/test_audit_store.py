@@ -13,15 +13,20 @@ import pytest
 
 from gateway.audit.migrations import (
     COLUMNS,
+    JSON_COLUMNS,
     LATEST_VERSION,
     MIGRATIONS,
     Migration,
     MigrationError,
     check,
+    migrate_postgresql,
+    migrate_sqlite,
 )
 from gateway.audit.postgres_store import PostgresStore
+from gateway.audit.postgres_store import encode as postgres_encode
 from gateway.audit.record import AuditRecord
 from gateway.audit.sqlite_store import SQLiteStore
+from gateway.audit.sqlite_store import encode as sqlite_encode
 from gateway.audit.store import open_store, redact_url
 from tests.audit_util import (
     BACKENDS,
@@ -33,9 +38,12 @@ from tests.audit_util import (
     sparse_record,
 )
 
-# A test-only version 2: what a later schema change looks like.
-V2 = Migration(
-    2,
+ALL_VERSIONS = [m.version for m in MIGRATIONS]
+NEXT = LATEST_VERSION + 1
+
+# A test-only next version: what a later schema change looks like.
+V_NEXT = Migration(
+    NEXT,
     "test: add a note column",
     {
         "sqlite": ["ALTER TABLE audit_records ADD COLUMN test_note TEXT NOT NULL DEFAULT 'none'"],
@@ -44,9 +52,9 @@ V2 = Migration(
         ],
     },
 )
-# A version 2 that fails halfway: its first statement must be rolled back with it.
-V2_BROKEN = Migration(
-    2,
+# A next version that fails halfway: its first statement must be rolled back with it.
+V_NEXT_BROKEN = Migration(
+    NEXT,
     "test: broken",
     {
         d: [
@@ -78,7 +86,8 @@ async def test_schema_created_on_first_use_with_its_version(backend: Backend) ->
     await store.open()
     if backend.path is not None:
         assert backend.path.is_file()
-    assert await backend.versions() == [1] == [LATEST_VERSION]
+    assert await backend.versions() == ALL_VERSIONS
+    assert ALL_VERSIONS[-1] == LATEST_VERSION
     assert await backend.columns() == list(COLUMNS)
     assert await backend.count() == 0
 
@@ -86,7 +95,7 @@ async def test_schema_created_on_first_use_with_its_version(backend: Backend) ->
 async def test_first_write_creates_the_schema_without_open(backend: Backend) -> None:
     store = backend.store()
     await store.write([full_record(1)])
-    assert await backend.versions() == [1]
+    assert await backend.versions() == ALL_VERSIONS
     assert [r.id for r in await store.fetch()] == ["req-00001"]
 
 
@@ -96,9 +105,9 @@ async def test_reopening_is_a_no_op(backend: Backend) -> None:
     await first.close()
     second = backend.store()
     await second.open()
-    assert await backend.rows("SELECT version, description FROM schema_version") == [
-        (1, MIGRATIONS[0].description)
-    ]
+    assert await backend.rows(
+        "SELECT version, description FROM schema_version ORDER BY version"
+    ) == [(m.version, m.description) for m in MIGRATIONS]
     assert await second.fetch() == [full_record(1)]
 
 
@@ -106,11 +115,11 @@ async def test_older_database_is_migrated(backend: Backend) -> None:
     old = backend.store()
     await old.write([full_record(1)])
     await old.close()
-    assert await backend.versions() == [1]
+    assert await backend.versions() == ALL_VERSIONS
 
-    new = backend.store(migrations=(*MIGRATIONS, V2))
+    new = backend.store(migrations=(*MIGRATIONS, V_NEXT))
     await new.open()
-    assert await backend.versions() == [1, 2]
+    assert await backend.versions() == [*ALL_VERSIONS, NEXT]
     assert await backend.columns() == [*COLUMNS, "test_note"]
     assert await backend.rows("SELECT id, test_note FROM audit_records") == [("req-00001", "none")]
     await new.write([full_record(2)])
@@ -121,26 +130,74 @@ async def test_failed_migration_leaves_the_previous_version(backend: Backend) ->
     old = backend.store()
     await old.open()
     await old.close()
-    broken = backend.store(migrations=(*MIGRATIONS, V2_BROKEN))
+    broken = backend.store(migrations=(*MIGRATIONS, V_NEXT_BROKEN))
     with pytest.raises((sqlite3.OperationalError, asyncpg.PostgresError)):
         await broken.open()
-    assert await backend.versions() == [1]
+    assert await backend.versions() == ALL_VERSIONS
     assert "test_note" not in await backend.columns()  # the first statement was rolled back too
 
 
 async def test_replicas_starting_at_once_migrate_once(backend: Backend) -> None:
     stores = [backend.store() for _ in range(4)]
     await asyncio.gather(*(s.open() for s in stores))
-    assert await backend.versions() == [1]
+    assert await backend.versions() == ALL_VERSIONS
     await asyncio.gather(*(s.write([full_record(i)]) for i, s in enumerate(stores)))
     assert await backend.count() == 4
 
 
 def test_malformed_migration_lists_are_refused() -> None:
     with pytest.raises(MigrationError, match="version 3"):
-        check([MIGRATIONS[0], V2._replace(version=3)])
+        check([MIGRATIONS[0], V_NEXT._replace(version=3)])
     with pytest.raises(MigrationError, match="postgresql"):
-        check([MIGRATIONS[0], V2._replace(statements={"sqlite": []})])
+        check([MIGRATIONS[0], V_NEXT._replace(version=2, statements={"sqlite": []})])
+
+
+# The columns of schema version 1, before `ended_by` (version 2).
+V1_COLUMNS = tuple(c for c in COLUMNS if c != "ended_by")
+
+
+async def test_a_version_1_database_is_migrated_keeping_its_rows(backend: Backend) -> None:
+    """A trail written by a gateway of schema version 1 (no `ended_by`) opens, gains the column,
+    and keeps every row, which reads back with `ended_by` None."""
+    v1 = MIGRATIONS[:1]
+    old = full_record(1, ended_by=None)  # ended_by is the last column: cut from the rows below
+    if backend.kind == "sqlite":
+        assert backend.path is not None
+        backend.path.parent.mkdir(parents=True)
+        conn = sqlite3.connect(backend.path, isolation_level=None)
+        try:
+            migrate_sqlite(conn, v1)
+            conn.execute(
+                f"INSERT INTO audit_records ({', '.join(V1_COLUMNS)}) "
+                f"VALUES ({', '.join('?' for _ in V1_COLUMNS)})",
+                sqlite_encode(old)[: len(V1_COLUMNS)],
+            )
+        finally:
+            conn.close()
+    else:
+        conn = await asyncpg.connect(backend.url)
+        try:
+            await migrate_postgresql(conn, v1)
+            placeholders = ", ".join(
+                f"${i}::jsonb" if c in JSON_COLUMNS else f"${i}"
+                for i, c in enumerate(V1_COLUMNS, 1)
+            )
+            await conn.execute(
+                f"INSERT INTO audit_records ({', '.join(V1_COLUMNS)}) VALUES ({placeholders})",
+                *postgres_encode(old)[: len(V1_COLUMNS)],
+            )
+        finally:
+            await conn.close()
+    assert await backend.versions() == [1]
+
+    store = backend.store()
+    await store.open()
+    assert await backend.versions() == ALL_VERSIONS
+    assert await backend.columns() == list(COLUMNS)
+    await store.write([full_record(2, ended_by="server")])
+    got = {r.id: r for r in await store.fetch()}
+    assert got["req-00001"] == full_record(1, ended_by=None)
+    assert got["req-00002"].ended_by == "server"
 
 
 # --- writing and reading ------------------------------------------------------------------------
@@ -159,6 +216,7 @@ async def test_every_field_round_trips(backend: Backend) -> None:
         for f in ("stream", "truncated", "client_aborted"):
             assert type(getattr(record, f)) is bool
     assert got[1].terminator_seen is False and got[0].terminator_seen is True
+    assert got[1].ended_by == "server" and got[2].ended_by is None
     assert got[2].terminator_seen is None and got[2].content is None
     assert got[0].content == {}
     assert got[1].started_at == T0 + 1 and got[1].first_byte_at == T0 + 1.125

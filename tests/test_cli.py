@@ -109,7 +109,8 @@ def start(tmp_path: Path) -> Iterator:
         signal_on_ready: int | None = None,
     ) -> Server:
         argv = [*(argv0 or [GATEWAY]), *args]
-        env = {"XDG_DATA_HOME": str(tmp_path / "data"), **(env or clean_env())}
+        # The built-in default audit store is in the per-user data directory: keep it in tmp.
+        env = {"XDG_DATA_HOME": str(tmp_path / "xdg-data"), **(env or clean_env())}
         server = Server(argv, tmp_path, env, signal_on_ready)
         servers.append(server)
         return server
@@ -316,11 +317,11 @@ def refusals(tmp_path_factory) -> dict[str, Refusal]:
         path = tmp / f"{name}.toml"
         if text is not None:
             path.write_text(text)
+        xdg = str(tmp / "xdg-data")  # never the real per-user data directory
         if name == "env_var":
-            args, env = ["serve"], clean_env(GATEWAY_CONFIG=str(path))
+            args, env = ["serve"], clean_env(GATEWAY_CONFIG=str(path), XDG_DATA_HOME=xdg)
         else:
-            args, env = ["serve", "--config", str(path)], clean_env()
-        env["XDG_DATA_HOME"] = str(tmp / "data")
+            args, env = ["serve", "--config", str(path)], clean_env(XDG_DATA_HOME=xdg)
         proc = subprocess.Popen(
             [GATEWAY, *args],
             cwd=tmp,

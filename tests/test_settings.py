@@ -74,7 +74,9 @@ def test_example_file_loads_with_documented_values() -> None:
         ("o[134]*", "openai", None),
     ]
     assert s.truncation == TruncationSettings(tool_calls="withhold")
-    assert s.audit == AuditSettings(store="sqlite:///gateway-audit.db", log_content=False)
+    # The example leaves `store` out: the per-user data directory (gateway.audit.location).
+    default = f"sqlite:///{Path.home()}/.local/share/llm-gateway/audit.db"
+    assert s.audit == AuditSettings(store=default, log_content=False)
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ class GatewayProcess:
         self.proc = subprocess.Popen(
             [GATEWAY, "serve", "--config", str(config), "--port", "0"],
             cwd=cwd,
-            env=clean_env(),
+            env={**clean_env(), "XDG_DATA_HOME": str(cwd / "xdg-data")},  # not the real home
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
@@ -410,4 +410,8 @@ async def test_exchange_outliving_the_grace_period_is_cut_and_recorded(tmp_path,
     assert record["truncated"] == 1, record
     assert record["cut_reason"] == "cancelled", record
     assert record["stop_reason"] == "aborted", record
+    # The server ended it, not the client: the record and the log line say so.
+    assert (record["ended_by"], record["client_aborted"]) == ("server", 0), record
+    line = next(obj for obj in gateway.json_lines() if obj.get("id") == done.request_id)
+    assert (line["ended_by"], line["client_aborted"]) == ("server", False)
     assert gateway.exchange_ids() == [done.request_id]

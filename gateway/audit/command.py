@@ -90,7 +90,8 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--store",
         metavar="URL",
         help="audit store, e.g. sqlite:///gateway-audit.db or postgresql://host/db "
-        "(default: [audit] store of the configuration)",
+        "(default: [audit] store of the configuration, else "
+        "$XDG_DATA_HOME/llm-gateway/audit.db or ~/.local/share/llm-gateway/audit.db)",
     )
     audit.add_argument(
         "--config", metavar="PATH", help="TOML file (default: $GATEWAY_CONFIG, else built-in)"

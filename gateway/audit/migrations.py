@@ -61,6 +61,7 @@ COLUMNS: tuple[str, ...] = (
     "client_aborted",
     "runaway_streak",
     "content",
+    "ended_by",
 )
 
 
@@ -117,6 +118,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         1,
         "audit_records with one column per AuditRecord field",
         {d: _audit_records_v1(d) for d in DIALECTS},
+    ),
+    Migration(
+        2,
+        "audit_records.ended_by: who ended an exchange early (client or server)",
+        {d: [f"ALTER TABLE {TABLE} ADD COLUMN ended_by TEXT"] for d in DIALECTS},
     ),
 )
 

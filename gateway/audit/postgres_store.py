@@ -14,8 +14,8 @@ from typing import Any
 import asyncpg
 import orjson
 
+from gateway.audit.conform import check, json_text
 from gateway.audit.migrations import (
-    BOOL_COLUMNS,
     COLUMNS,
     JSON_COLUMNS,
     MIGRATIONS,
@@ -24,7 +24,7 @@ from gateway.audit.migrations import (
     migrate_postgresql,
 )
 from gateway.audit.record import AuditRecord
-from gateway.audit.store import redact_url
+from gateway.audit.store import RecordRejected, redact_url
 
 _PLACEHOLDERS = ", ".join(
     f"${i}::jsonb" if name in JSON_COLUMNS else f"${i}" for i, name in enumerate(COLUMNS, start=1)
@@ -37,14 +37,14 @@ _SELECT = f"SELECT {', '.join(COLUMNS)} FROM {TABLE}"
 
 
 def encode(record: AuditRecord) -> tuple[Any, ...]:
-    """One row in `COLUMNS` order; JSON fields as text, None as NULL."""
+    """One row in `COLUMNS` order; JSON fields as text, None as NULL. `RecordRejected` when a
+    field does not hold its type (so both stores refuse the same records)."""
+    check(record)
     row: list[Any] = []
     for name in COLUMNS:
         value = getattr(record, name)
         if value is not None and name in JSON_COLUMNS:
-            value = orjson.dumps(value).decode()
-        elif value is not None and name in BOOL_COLUMNS:
-            value = bool(value)
+            value = json_text(value)
         row.append(value)
     return tuple(row)
 
@@ -108,7 +108,12 @@ class PostgresStore:
         rows = [encode(r) for r in records]
         pool = await self._ready()
         async with pool.acquire() as conn, conn.transaction():
-            await conn.executemany(_INSERT, rows)
+            try:
+                await conn.executemany(_INSERT, rows)
+            except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as exc:
+                # SQLSTATE classes 22 and 23, and asyncpg's own encoding errors (a DataError):
+                # the row's fault. Connection and server failures propagate, to be retried.
+                raise RecordRejected(f"PostgreSQL refused a record ({type(exc).__name__})") from exc
 
     async def fetch(
         self, since: float | None = None, truncated_only: bool = False, limit: int | None = None

@@ -8,8 +8,12 @@ error classes. It never holds message text, tool arguments, keys or header value
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Final
+
+from gateway.formats.shape import INT64_MAX
 
 # Why an exchange counts as cut; `None` when it does not.
 CUT_REASONS = (
@@ -21,6 +25,51 @@ CUT_REASONS = (
     "cancelled",
     "aborted",
 )
+# Who ended an exchange before it ended by itself (`AuditRecord.ended_by`): the client left, or
+# the gateway ended it (the shutdown grace ran out). None: it ended normally.
+ENDED_BY: Final = ("client", "server")
+
+# How the audit, its report and /metrics name what a record does not have: no provider (refused
+# before routing) and no stop reason (no answer came: refused, or the upstream failed). `none`
+# is not `unknown`, which is a stop reason the upstream sent that the gateway does not know.
+NO_PROVIDER: Final = "-"
+NO_STOP_REASON: Final = "none"
+
+# The largest integer a column can hold: BIGINT (token counts; INT64_MAX, from the vocabulary that
+# reads upstream usage with the same rule) and INTEGER (PostgreSQL's 32 bits).
+INT32_MAX: Final = 2**31 - 1
+
+# NUL (PostgreSQL text cannot hold it) and lone surrogates (not encodable as UTF-8).
+_UNSTORABLE_CHARS: Final = re.compile("[\x00\ud800-\udfff]")
+
+
+def coerce_text(value: object) -> str | None:
+    """`value` as text every store can hold, else None (it is not a string).
+
+    NUL and lone surrogates become U+FFFD; everything else, control characters included, is
+    kept as data (the terminal renderers escape those).
+    """
+    if not isinstance(value, str):
+        return None
+    if _UNSTORABLE_CHARS.search(value) is None:
+        return value
+    return _UNSTORABLE_CHARS.sub("\ufffd", value)
+
+
+def coerce_time(value: object) -> float | None:
+    """`value` as unix seconds (a finite number), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if -INT64_MAX <= value <= INT64_MAX else None
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return None
+
+
+def coerce_flag(value: object) -> bool | None:
+    """`value` if it is a bool, else None (no guessing from 0, 1 or "yes")."""
+    return value if isinstance(value, bool) else None
 
 
 @dataclass(slots=True)
@@ -54,6 +103,7 @@ class AuditRecord:
     client_aborted: bool = False
     runaway_streak: int | None = None  # trailing identical tool calls, when suspected
     content: dict[str, Any] | None = None  # only with log_content on
+    ended_by: str | None = None  # one of ENDED_BY when the exchange was ended early
 
     @property
     def ttfb_ms(self) -> float | None:

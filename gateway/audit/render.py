@@ -8,14 +8,15 @@ Summary JSON (`render_json`): a list, one object per group, most requests first:
     {"by": "provider", "group": "openai", "requests": 4, "errors": 1,
      "stop_reasons": {"stop": 1, "tool_calls": 0, "length": 2, "stop_sequence": 0,
                       "content_filter": 0, "refusal": 0, "pause": 0, "context_window": 0,
-                      "malformed": 0, "error": 1, "aborted": 0, "unknown": 0},
+                      "malformed": 0, "error": 1, "aborted": 0, "unknown": 0, "none": 0},
      "truncated": 2, "truncated_rate": 0.5, "withheld_tool_calls": 1, "parse_failures": 0,
      "missing_terminators": 1, "ttfb_p50_ms": 120.0, "ttfb_p95_ms": 480.0,
      "total_p50_ms": 900.0, "total_p95_ms": 2500.0, "input_tokens": 310, "output_tokens": 95}
 
   `group` is `-` when the record had no value; `truncated_rate` is rounded to 4 decimals; times
   are milliseconds rounded to 1 decimal, `null` when the group has none; every stop reason of the
-  closed set is present, zeros included. Indented by two spaces.
+  closed set is present, zeros included, then `none`: the records without a stop reason (added
+  after the others, so it comes last). Indented by two spaces.
 
 Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line endings:
 
@@ -23,26 +24,36 @@ Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line e
     stop_content_filter,stop_refusal,stop_pause,stop_context_window,stop_malformed,stop_error,
     stop_aborted,stop_unknown,truncated,truncated_rate,withheld_tool_calls,parse_failures,
     missing_terminators,ttfb_p50_ms,ttfb_p95_ms,total_p50_ms,total_p95_ms,input_tokens,
-    output_tokens
+    output_tokens,stop_none
 
-  (one line in the output). `truncated_rate` has exactly 4 decimals (`0.5000`), times exactly 1
+  (one line in the output; `stop_none`, the records without a stop reason, came later and so
+  was appended at the end). `truncated_rate` has exactly 4 decimals (`0.5000`), times exactly 1
   (`120.0`), and a missing time is an empty field.
 
 Truncated JSON (`render_truncated_json`): a list, newest first:
 
     {"id": "req-7", "time": "2023-11-14T22:13:20.250Z", "provider": "openai",
-     "model": "gpt-4o", "why": "length", "withheld_tools": ["get_weather"]}
+     "model": "gpt-4o", "why": "length", "withheld_tools": ["get_weather"], "ended_by": null}
 
-  `provider` and `why` may be `null`; `time` is ISO 8601 UTC with milliseconds.
+  `provider`, `why` and `ended_by` may be `null`; `time` is ISO 8601 UTC with milliseconds;
+  `ended_by` is `client` or `server` when one of them ended the exchange early.
 
-Truncated CSV (`render_truncated_csv`): header `id,time,provider,model,why,withheld_tools`;
-withheld tool names joined by `;`; a missing value is an empty field.
+Truncated CSV (`render_truncated_csv`): header `id,time,provider,model,why,withheld_tools,
+ended_by` (one line); withheld tool names joined by `;`; a missing value is an empty field.
+The terminal table shows `ended_by` in its `why` cell: `cancelled by server`.
+
+JSON and CSV carry every value exactly, control characters included (JSON escapes them; a CSV
+field holding a line break or a carriage return is quoted). The terminal tables show values from
+requests and upstreams (models, routes, tool names, ids) as plain text: never read as rich
+markup, and with control characters written as visible escapes (`\\x1b`, `\\r`), so a
+model name cannot move the cursor, retitle the terminal or hide what follows it.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -51,8 +62,16 @@ from rich import box
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
-from gateway.audit.report import MISSING, STOP_REASONS, GroupSummary, TruncatedExchange
+from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON
+from gateway.audit.report import (
+    MISSING,
+    STOP_REASON_KEYS,
+    STOP_REASONS,
+    GroupSummary,
+    TruncatedExchange,
+)
 
 SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "by",
@@ -71,6 +90,7 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "total_p95_ms",
     "input_tokens",
     "output_tokens",
+    f"stop_{NO_STOP_REASON}",
 )
 TRUNCATED_COLUMNS: Final[tuple[str, ...]] = (
     "id",
@@ -79,6 +99,7 @@ TRUNCATED_COLUMNS: Final[tuple[str, ...]] = (
     "model",
     "why",
     "withheld_tools",
+    "ended_by",
 )
 DEFAULT_WIDTH: Final = 100
 
@@ -96,6 +117,7 @@ _STOP_HEADERS: Final = {
     "error": "error",
     "aborted": "aborted",
     "unknown": "unknown",
+    NO_STOP_REASON: NO_STOP_REASON,
 }
 
 
@@ -109,7 +131,7 @@ def _summary_object(s: GroupSummary) -> dict[str, Any]:
         "group": s.group,
         "requests": s.requests,
         "errors": s.errors,
-        "stop_reasons": {name: s.stop_reasons.get(name, 0) for name in STOP_REASONS},
+        "stop_reasons": {name: s.stop_reasons.get(name, 0) for name in STOP_REASON_KEYS},
         "truncated": s.truncated,
         "truncated_rate": round(s.truncated_rate, 4),
         "withheld_tool_calls": s.withheld_tool_calls,
@@ -132,6 +154,7 @@ def _truncated_object(t: TruncatedExchange) -> dict[str, Any]:
         "model": t.model,
         "why": t.why,
         "withheld_tools": list(t.withheld_tools),
+        "ended_by": t.ended_by,
     }
 
 
@@ -140,11 +163,18 @@ def _json(items: list[dict[str, Any]]) -> str:
 
 
 def _csv(header: Sequence[str], rows: list[list[str]]) -> str:
+    # Written with "\r\n" so that a field holding "\r" is quoted too (with "\n" as the line
+    # terminator, csv quotes only "\n" and a reader would split the row at the "\r"), then
+    # each row's terminator is cut back to "\n".
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return out.getvalue()
+    writer = csv.writer(out, lineterminator="\r\n")
+    lines = []
+    for row in [header, *rows]:
+        writer.writerow(row)
+        lines.append(out.getvalue()[:-2] + "\n")
+        out.seek(0)
+        out.truncate()
+    return "".join(lines)
 
 
 def _csv_ms(value: float | None) -> str:
@@ -174,6 +204,7 @@ def render_csv(summaries: Sequence[GroupSummary]) -> str:
             _csv_ms(s.total_p95_ms),
             str(s.input_tokens),
             str(s.output_tokens),
+            str(s.stop_reasons.get(NO_STOP_REASON, 0)),
         ]
         for s in summaries
     ]
@@ -186,13 +217,44 @@ def render_truncated_json(items: Sequence[TruncatedExchange]) -> str:
 
 def render_truncated_csv(items: Sequence[TruncatedExchange]) -> str:
     rows = [
-        [t.id, t.time, t.provider or "", t.model, t.why or "", ";".join(t.withheld_tools)]
+        [
+            t.id,
+            t.time,
+            t.provider or "",
+            t.model,
+            t.why or "",
+            ";".join(t.withheld_tools),
+            t.ended_by or "",
+        ]
         for t in items
     ]
     return _csv(TRUNCATED_COLUMNS, rows)
 
 
 # --- terminal tables ---------------------------------------------------------------------------
+
+# C0 and C1 controls, DEL, line and paragraph separators, and the bidirectional marks,
+# embeddings, overrides and isolates (which reorder what a terminal shows after them).
+_CONTROLS: Final = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+_NAMED_CONTROLS: Final = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED_CONTROLS.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def visible(value: str) -> str:
+    """`value` with every control character written as an escape: `\\x1b`, `\\r`, `\\u202e`."""
+    return _CONTROLS.sub(_escape_control, value)
+
+
+def _plain(value: str) -> Text:
+    """A table cell showing `value` as it is: escaped controls, no markup, no emoji codes."""
+    return Text(visible(value))
 
 
 def _count(n: int) -> str:
@@ -287,7 +349,7 @@ def _group_table(
     for header in headers:
         table.add_column(header, justify="right", no_wrap=True)
     for group, cells in rows:
-        table.add_row(group, *cells)
+        table.add_row(_plain(group), *cells)
     return table
 
 
@@ -324,7 +386,7 @@ def render_table(
                 [(s.group, _time_cells(s)) for s in summaries],
             ),
         ]
-    shown = [name for name in STOP_REASONS if any(s.stop_reasons.get(name) for s in summaries)]
+    shown = [name for name in STOP_REASON_KEYS if any(s.stop_reasons.get(name) for s in summaries)]
     tables.append(
         _group_table(
             f"stop reasons by {by}",
@@ -334,6 +396,12 @@ def render_table(
         )
     )
     return _to_text(*tables, width=console_width)
+
+
+def _why(t: TruncatedExchange) -> str:
+    """The cut reason, and who ended the exchange when someone did: `cancelled by server`."""
+    why = t.why or MISSING
+    return f"{why} by {t.ended_by}" if t.ended_by else why
 
 
 def render_truncated_table(
@@ -353,10 +421,10 @@ def render_truncated_table(
     for t in items:
         table.add_row(
             t.time.replace("T", " ")[:19],  # to the second; JSON and CSV keep milliseconds
-            t.id,
-            t.provider or MISSING,
-            t.model or MISSING,
-            t.why or MISSING,
-            ", ".join(t.withheld_tools) or MISSING,
+            _plain(t.id),
+            _plain(t.provider or NO_PROVIDER),
+            _plain(t.model or MISSING),
+            _plain(_why(t)),
+            _plain(", ".join(t.withheld_tools) or MISSING),
         )
     return _to_text(table, width=console_width)

@@ -6,10 +6,12 @@ failures and missing stream terminators, with time percentiles and token sums.
 `truncated_list` lists the latest cut exchanges. Rendering lives in `gateway.audit.render`.
 
 Conventions, so numbers mean the same thing everywhere:
-- A missing group value (no provider, no route, empty model) is shown as `-`.
+- A missing group value (no provider, no route, empty model) is shown as `-` (`NO_PROVIDER`).
 - An error is a record with `error_class` set or an HTTP status of 400 or more.
-- A record whose stop reason is missing or outside the closed set counts as `unknown`, so the stop
-  reason counts of a group always add up to its requests.
+- A record without a stop reason (refused before routing, or no answer came) counts as `none`
+  (`NO_STOP_REASON`, the name /metrics uses too); one outside the closed set counts as `unknown`,
+  as the gateway normalizes a stop reason it does not know. So the stop reason counts of a group
+  always add up to its requests.
 - Percentiles use the nearest-rank method: the value at rank ceil(p/100 * n) of the sorted values.
   It always returns an observed time (no interpolation between a fast and a slow exchange), which
   is what one wants with the small samples of a single provider over a short window. A percentile
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal, get_args
 
-from gateway.audit.record import AuditRecord
+from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord
 from gateway.events import StopReason
 
 GroupBy = Literal["provider", "model", "route", "client"]
@@ -33,7 +35,9 @@ GROUP_BY: Final[tuple[str, ...]] = get_args(GroupBy)
 
 # The closed set of normalized stop reasons, in the order every report shows them.
 STOP_REASONS: Final[tuple[str, ...]] = tuple(reason.value for reason in StopReason)
-MISSING: Final = "-"
+# The keys of `GroupSummary.stop_reasons`: the closed set, then records without a stop reason.
+STOP_REASON_KEYS: Final[tuple[str, ...]] = (*STOP_REASONS, NO_STOP_REASON)
+MISSING: Final = NO_PROVIDER  # one mark for every missing value, the provider's included
 
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION: Final = re.compile(r"(\d+)([smhdw])")
@@ -61,7 +65,7 @@ class GroupSummary:
     group: str
     requests: int
     errors: int
-    stop_reasons: dict[str, int]  # every name of STOP_REASONS, in that order
+    stop_reasons: dict[str, int]  # every name of STOP_REASON_KEYS, in that order
     truncated: int
     truncated_rate: float  # truncated / requests, 0.0 for an empty group
     withheld_tool_calls: int
@@ -85,6 +89,7 @@ class TruncatedExchange:
     model: str
     why: str | None  # the record's cut_reason
     withheld_tools: tuple[str, ...]  # names of the withheld tool calls, in call order
+    ended_by: str | None = None  # "client" or "server" when one of them ended it early
 
 
 def percentile(values: Sequence[float], p: int) -> float | None:
@@ -120,6 +125,8 @@ def is_error(record: AuditRecord) -> bool:
 
 def stop_reason_of(record: AuditRecord) -> str:
     reason = record.stop_reason
+    if reason is None:
+        return NO_STOP_REASON
     return reason if reason in STOP_REASONS else StopReason.UNKNOWN.value
 
 
@@ -134,7 +141,7 @@ def summarize(records: Iterable[AuditRecord], by: str = "provider") -> list[Grou
 
 
 def _summarize_group(by: str, key: str, records: list[AuditRecord]) -> GroupSummary:
-    stops = dict.fromkeys(STOP_REASONS, 0)
+    stops = dict.fromkeys(STOP_REASON_KEYS, 0)
     for record in records:
         stops[stop_reason_of(record)] += 1
     requests = len(records)
@@ -184,6 +191,7 @@ def truncated_list(
             model=r.model,
             why=r.cut_reason,
             withheld_tools=tuple(str(call.get("name", "")) for call in r.withheld_tool_calls),
+            ended_by=r.ended_by,
         )
         for r in cut
     ]

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from gateway.audit.conform import check, json_text
 from gateway.audit.migrations import (
     BOOL_COLUMNS,
     COLUMNS,
@@ -28,8 +29,20 @@ from gateway.audit.migrations import (
     migrate_sqlite,
 )
 from gateway.audit.record import AuditRecord
+from gateway.audit.store import RecordRejected
 
 T = TypeVar("T")
+
+# What executemany raises for a value SQLite cannot bind or a constraint the row breaks: the
+# record's fault, not the file's (those are OperationalError and DatabaseError: retried).
+_REFUSED = (
+    sqlite3.DataError,
+    sqlite3.IntegrityError,
+    sqlite3.InterfaceError,
+    sqlite3.ProgrammingError,
+    OverflowError,
+    UnicodeEncodeError,
+)
 
 _INSERT = (
     f"INSERT OR IGNORE INTO {TABLE} ({', '.join(COLUMNS)}) "
@@ -39,14 +52,19 @@ _SELECT = f"SELECT {', '.join(COLUMNS)} FROM {TABLE}"
 
 
 def encode(record: AuditRecord) -> tuple[Any, ...]:
-    """One row in `COLUMNS` order: bools as 0/1, lists and dicts as JSON text, None as NULL."""
+    """One row in `COLUMNS` order: bools as 0/1, lists and dicts as JSON text, None as NULL.
+
+    `RecordRejected` when a field does not hold its type: SQLite would store a string in an
+    INTEGER column, where PostgreSQL refuses it and `gateway audit` would fail on it later.
+    """
+    check(record)
     row: list[Any] = []
     for name in COLUMNS:
         value = getattr(record, name)
         if value is not None and name in BOOL_COLUMNS:
             value = int(value)
         elif value is not None and name in JSON_COLUMNS:
-            value = orjson.dumps(value).decode()
+            value = json_text(value)
         row.append(value)
     return tuple(row)
 
@@ -156,7 +174,10 @@ class SQLiteStore:
         assert self._conn is not None
         self._conn.execute("BEGIN IMMEDIATE")
         try:
-            self._conn.executemany(_INSERT, rows)
+            try:
+                self._conn.executemany(_INSERT, rows)
+            except _REFUSED as exc:
+                raise RecordRejected(f"SQLite refused a record ({type(exc).__name__})") from exc
             self._conn.execute("COMMIT")
         except BaseException:
             if self._conn.in_transaction:

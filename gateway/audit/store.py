@@ -24,6 +24,18 @@ POSTGRES_SCHEMES = ("postgresql", "postgres")
 SUPPORTED = "sqlite:///PATH, postgresql://..., postgres://..."
 
 
+class RecordRejected(Exception):
+    """The store cannot hold a value of a record in the batch (a record problem, not an outage:
+    writing the same batch again fails the same way). Nothing of the batch was written.
+
+    `field` names the field when the store knows it; the message never quotes the value.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class AuditStore(Protocol):
     url: str
 
@@ -32,7 +44,8 @@ class AuditStore(Protocol):
         ...
 
     async def write(self, records: Sequence[AuditRecord]) -> None:
-        """Insert a batch in one transaction."""
+        """Insert a batch in one transaction; `RecordRejected` when a record holds a value the
+        store cannot keep, any other exception when the store itself failed."""
         ...
 
     async def fetch(

@@ -1,15 +1,24 @@
 """The background audit writer: records leave the request path through a bounded queue.
 
-    writer = AuditWriter(store, on_depth=gauge.set, on_backpressure=counter.inc)
+    writer = AuditWriter(
+        store, on_depth=gauge.set, on_backpressure=counter.inc, on_rejected=rejected.inc
+    )
     writer.start()
     await writer.submit(record)        # at the end of each exchange: an enqueue, never a write
     ...
     await writer.close(timeout=10)     # at shutdown: flush everything queued, close the store
 
-Nothing is dropped. When the queue is full, `submit` waits for room (back-pressure, reported
-through `on_backpressure`), and a failed batch is retried with a growing delay until it lands.
-Only `close` gives up, after its timeout, and says how many records it could not write.
-Failures are logged by exception class only: a driver's message may quote the data.
+Nothing is dropped while the store is down. When the queue is full, `submit` waits for room
+(back-pressure, reported through `on_backpressure`), and a batch the store failed to take is
+retried with a growing delay until it lands. Only `close` gives up, after its timeout, and says
+how many records it could not write.
+
+A record the store cannot hold (`RecordRejected`: 2**63 tokens, a list in a count) would fail
+every retry and stall the trail behind it, so it is not retried: the batch is split in halves
+until the good records have landed, the bad one is written with the fields it cannot hold
+emptied (`repaired_records`), and only one that cannot be written even so is set aside
+(`rejected_records`, `on_rejected`). Failures are logged by exception class only: a driver's
+message may quote the data.
 """
 
 from __future__ import annotations
@@ -18,8 +27,9 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
+from gateway.audit.conform import repaired
 from gateway.audit.record import AuditRecord
-from gateway.audit.store import AuditStore
+from gateway.audit.store import AuditStore, RecordRejected
 
 log = logging.getLogger("gateway.audit")
 
@@ -39,6 +49,7 @@ class AuditWriter:
         batch_size: int = 500,
         on_depth: Callable[[int], object] | None = None,
         on_backpressure: Callable[[], object] | None = None,
+        on_rejected: Callable[[], object] | None = None,
         retry_initial: float = 0.05,
         retry_max: float = 5.0,
         linger: float = 0.02,
@@ -50,6 +61,7 @@ class AuditWriter:
         self._batch_size = batch_size
         self._on_depth = on_depth
         self._on_backpressure = on_backpressure
+        self._on_rejected = on_rejected
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         # At low traffic each record would be a transaction of its own; waiting this long for
@@ -65,6 +77,8 @@ class AuditWriter:
         self._closed: int | None = None  # unwritten count, once closed
         self.backpressure_events = 0
         self.write_failures = 0
+        self.repaired_records = 0  # written with the fields the store refused emptied
+        self.rejected_records = 0  # set aside: refused even so
 
     @property
     def depth(self) -> int:
@@ -147,13 +161,27 @@ class AuditWriter:
                 return
 
     async def _write(self, batch: Sequence[AuditRecord]) -> None:
+        try:
+            await self._write_while_down(batch)
+        except RecordRejected as exc:
+            if len(batch) == 1:
+                await self._write_refused(batch[0], exc)
+                return
+            middle = len(batch) // 2
+            await self._write(batch[:middle])
+            await self._write(batch[middle:])
+
+    async def _write_while_down(self, batch: Sequence[AuditRecord]) -> None:
+        """Write `batch`, retrying while the store fails; a `RecordRejected` is not retried."""
         delay = self._retry_initial
         attempt = 0
         while True:
             try:
                 await self.store.write(batch)
                 return
-            except Exception as exc:  # retried until it lands; nothing is dropped
+            except RecordRejected:
+                raise
+            except Exception as exc:  # the store is down: retried until it lands
                 attempt += 1
                 self.write_failures += 1
                 log.warning(
@@ -166,6 +194,30 @@ class AuditWriter:
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._retry_max)
 
+    async def _write_refused(self, record: AuditRecord, refused: RecordRejected) -> None:
+        fixed = repaired(record)
+        if fixed is not None and fixed != record:
+            try:
+                await self._write_while_down([fixed])
+            except RecordRejected as again:
+                refused = again
+            else:
+                self.repaired_records += 1
+                log.warning(
+                    "audit record refused by the store (%s); written with the fields it could "
+                    "not hold emptied",
+                    _cause(refused),
+                )
+                return
+        self.rejected_records += 1
+        log.error(
+            "audit record set aside: the store cannot hold it, and no repair helps (%s); "
+            "%d set aside",
+            _cause(refused),
+            self.rejected_records,
+        )
+        self._call(self._on_rejected)
+
     @staticmethod
     def _call(hook: Callable[..., object] | None, *args: object) -> None:
         """Run a metrics hook; a broken hook must not stop the trail."""
@@ -175,3 +227,10 @@ class AuditWriter:
             hook(*args)
         except Exception as exc:
             log.warning("audit writer hook %r failed (%s)", hook, type(exc).__name__)
+
+
+def _cause(refused: RecordRejected) -> str:
+    """The refusing exception's class, and the field when the store named it: never a message."""
+    cause = refused.__cause__ or refused
+    name = type(cause).__name__
+    return f"{name}, field {refused.field}" if refused.field else name

@@ -63,10 +63,16 @@ def loose(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def count(value: Any) -> int | None:
-    """A token count as the record can hold it: a non-negative int64, else None (unknown).
+def count(value: Any, limit: int = INT64_MAX) -> int | None:
+    """A count as a record can hold it: a whole number in 0..limit (12.0 counts), else None.
 
     Usage figures only inform; a strange one must not break an answer, so it is dropped."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool):
         return None
-    return value if 0 <= value <= INT64_MAX else None
+    if isinstance(value, float):
+        if not value.is_integer():  # also NaN and the infinities
+            return None
+        value = int(value)
+    if isinstance(value, int) and 0 <= value <= limit:
+        return value
+    return None

@@ -15,7 +15,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -60,7 +60,7 @@ class Exchange:
     record: AuditRecord
     request_body: dict[str, Any] | None = None  # kept only for content logging
     attempt: Attempt | None = None
-    ended_by: str | None = field(default=None)  # "client" | "server" when it ended early
+    ended_by: str | None = None  # one of audit.record.ENDED_BY when it ended early
 
 
 def new_request_id() -> str:
@@ -104,6 +104,7 @@ def _close_record(
         left = request.transport is None or request.transport.is_closing()
         if left or (error is not None and error.kind == "aborted"):
             exchange.ended_by = "client"  # the client left before its answer was sent
+    record.ended_by = exchange.ended_by
     record.client_aborted = exchange.ended_by == "client"
     if attempt is not None and (attempt.answered or attempt.aggregator.error is not None):
         complete_record(record, attempt, exchange.request_body)

@@ -33,7 +33,7 @@ def complete_record(
             for call in snapshot.tool_calls
             if call.parse_failure is not None
         ]
-        usage = snapshot.usage
+        usage = snapshot.usage  # as the upstream sent it: a count may be anything
         record.input_tokens = usage.input_tokens
         record.output_tokens = usage.output_tokens
         record.cache_read_tokens = usage.cache_read_tokens

@@ -1,0 +1,151 @@
+"""What the stores hold: every record field checked against its type, and repaired when it fails.
+
+A value from outside can be one no store keeps faithfully: 2**63 tokens, a list where a count
+belongs, text in a time, a NUL in text. SQLite's type affinity would store most of them anywhere
+(and break `gateway audit` later); PostgreSQL refuses them. `check` makes both stores refuse the
+same records, as `RecordRejected`, before any SQL runs. The writer then writes `repaired(record)`:
+the same record with each field it cannot hold emptied (None, or the field's default when its
+column cannot be NULL), so one bad value costs that value, not the record nor the ones after it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Final, NamedTuple
+
+import orjson
+
+from gateway.audit.record import (
+    INT32_MAX,
+    AuditRecord,
+    coerce_flag,
+    coerce_text,
+    coerce_time,
+)
+from gateway.audit.store import RecordRejected
+from gateway.formats.shape import INT64_MAX, count
+
+
+def _none() -> None:
+    return None
+
+
+def _count32(value: object) -> int | None:
+    return count(value, INT32_MAX)  # an INTEGER column of PostgreSQL
+
+
+def coerce_json(value: object) -> Any:
+    """`value` as JSON every store holds: what JSON cannot say (an object, an integer beyond
+    64 bits, a non-finite float) becomes None, text is coerced, keys that are not text go."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return coerce_text(value)
+    if isinstance(value, int):
+        return value if -INT64_MAX - 1 <= value <= INT64_MAX else None
+    if isinstance(value, float):
+        return coerce_time(value)  # finite or None
+    if isinstance(value, list | tuple):
+        return [coerce_json(item) for item in value]
+    if isinstance(value, dict):
+        return {coerce_text(k): coerce_json(v) for k, v in value.items() if isinstance(k, str)}
+    return None
+
+
+def _json_list(value: object) -> list[Any] | None:
+    return coerce_json(value) if isinstance(value, list) else None
+
+
+def _json_object(value: object) -> dict[str, Any] | None:
+    return coerce_json(value) if isinstance(value, dict) else None
+
+
+class Repair(NamedTuple):
+    coerce: Callable[[Any], Any]  # the value as the field holds it, or None
+    default: Callable[[], Any] | None  # replaces a value the field cannot hold; None: none can
+
+
+REQUIRED: Final = None  # a record that cannot hold its id, start or format is not repairable
+REPAIRS: Final[Mapping[str, Repair]] = {
+    "id": Repair(coerce_text, REQUIRED),
+    "started_at": Repair(coerce_time, REQUIRED),
+    "client_format": Repair(coerce_text, REQUIRED),
+    "stream": Repair(coerce_flag, bool),
+    "model": Repair(coerce_text, str),
+    "route": Repair(coerce_text, _none),
+    "provider": Repair(coerce_text, _none),
+    "upstream_model": Repair(coerce_text, _none),
+    "first_byte_at": Repair(coerce_time, _none),
+    "ended_at": Repair(coerce_time, _none),
+    "http_status": Repair(_count32, _none),
+    "stop_reason": Repair(coerce_text, _none),
+    "native_stop_reason": Repair(coerce_text, _none),
+    "truncated": Repair(coerce_flag, bool),
+    "cut_reason": Repair(coerce_text, _none),
+    "terminator_seen": Repair(coerce_flag, _none),
+    "tool_calls": Repair(_count32, int),
+    "withheld_tool_calls": Repair(_json_list, list),
+    "parse_failures": Repair(_json_list, list),
+    "input_tokens": Repair(count, _none),
+    "output_tokens": Repair(count, _none),
+    "cache_read_tokens": Repair(count, _none),
+    "cache_creation_tokens": Repair(count, _none),
+    "error_class": Repair(coerce_text, _none),
+    "client_aborted": Repair(coerce_flag, bool),
+    "runaway_streak": Repair(_count32, _none),
+    "content": Repair(_json_object, _none),
+    "ended_by": Repair(coerce_text, _none),
+}
+# JSON fields are checked for their shape here and for their content by `json_text`, which the
+# stores run anyway: walking a large `content` for every record would cost more than dumping it.
+_JSON_SHAPES: Final[Mapping[str, type]] = {
+    "withheld_tool_calls": list,
+    "parse_failures": list,
+    "content": dict,
+}
+# A JSON \u0000 escape: after an even number of backslashes (an odd one is an escaped "\").
+_JSON_NUL: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def _holds(name: str, repair: Repair, value: object) -> bool:
+    if value is None:
+        return repair.default is _none
+    shape = _JSON_SHAPES.get(name)
+    if shape is not None:
+        return type(value) is shape
+    return repair.coerce(value) is value
+
+
+def check(record: AuditRecord) -> None:
+    """Raise `RecordRejected` (naming the field) unless every field holds a value of its type."""
+    for name, repair in REPAIRS.items():
+        if not _holds(name, repair, getattr(record, name)):
+            raise RecordRejected(f"field {name} cannot hold its value", field=name)
+
+
+def json_text(value: object) -> str:
+    """`value` as JSON text; `RecordRejected` when JSON cannot say it or it holds a NUL, which
+    PostgreSQL's jsonb refuses (SQLite refuses it too, so that both hold the same)."""
+    try:
+        text = orjson.dumps(value).decode()
+    except orjson.JSONEncodeError as exc:
+        raise RecordRejected("a JSON field cannot hold its value") from exc
+    if "\\u0000" in text and _JSON_NUL.search(text):
+        raise RecordRejected("a JSON field holds a NUL")
+    return text
+
+
+def repaired(record: AuditRecord) -> AuditRecord | None:
+    """`record` with each field it cannot hold emptied; None when its id, start time or client
+    format is one of them (nothing would tell the repaired record apart)."""
+    values: dict[str, Any] = {}
+    for name, repair in REPAIRS.items():
+        value = getattr(record, name)
+        fixed = repair.coerce(value)
+        if fixed is None and not (value is None and repair.default is _none):
+            if repair.default is None:
+                return None
+            fixed = repair.default()
+        values[name] = fixed
+    return AuditRecord(**values)

@@ -183,3 +183,59 @@ def test_snapshot_and_stop_while_streaming():
     assert agg.error is None
     assert [(c.id, c.name) for c in agg.tool_calls] == [("c", "f")]
     assert agg.final().cut is True
+
+
+# --- event order: a broken invariant is a protocol error, never merged or dropped ---------------
+
+
+@pytest.mark.parametrize(
+    ("events", "problem"),
+    [
+        (
+            [ToolCallStart(0, "a", "f"), ToolCallStart(0, "b", "g")],
+            "tool call 0 started twice",
+        ),
+        ([ToolCallStart(1, "a", "f")], "tool call 1 started out of order"),
+        ([ToolCallDelta(0, "{}")], "arguments for tool call 0, never started"),
+        (
+            [ToolCallStart(0, "a", "f"), ToolCallDelta(1, "{}")],
+            "arguments for tool call 1, never started",
+        ),
+        (
+            [StreamEnd(terminator_seen=True), TextDelta("late")],
+            "TextDelta after the end of the stream",
+        ),
+        (
+            [Stop(S.STOP, "stop"), StreamEnd(terminator_seen=True), Stop(S.LENGTH, "length")],
+            "Stop after the end of the stream",
+        ),
+    ],
+)
+def test_an_event_out_of_order_is_a_protocol_error(events, problem):
+    agg = ChunkAggregator()
+    returned = [agg.handle(MessageStart("m", "x"))]
+    returned += [agg.handle(event) for event in events]
+    error = returned[-1]
+    assert isinstance(error, StreamError) and error.kind == "protocol"
+    assert error.message == f"upstream stream out of order: {problem}"
+    assert returned[:-1] == [None] * (len(returned) - 1)
+    resp = agg.final()
+    assert resp.error is error and resp.stop_reason is S.ERROR and resp.cut
+    assert resp.complete is False
+    assert agg.handle(TextDelta("more")) is None  # broken stays broken, quietly
+
+
+def test_a_stream_error_after_the_end_is_not_an_order_problem():
+    """The client leaving after a complete answer is recorded, not blamed on the upstream."""
+    agg = fold(MessageStart("m", "x"), Stop(S.STOP, "stop"), StreamEnd(terminator_seen=True))
+    assert agg.handle(StreamError("aborted", "the client disconnected")) is None
+    assert agg.error is not None and agg.error.kind == "aborted"
+
+
+def test_final_is_computed_once(caplog):
+    agg = fold(ToolCallStart(0, "a", "f"), ToolCallDelta(0, '{"x": '))
+    with caplog.at_level(logging.WARNING, logger="gateway.aggregate"):
+        first = agg.final()
+        second = agg.final()
+    assert first is second
+    assert len([r for r in caplog.records if "not valid JSON" in r.getMessage()]) == 1

@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from gateway.events import Stop, StopReason, StreamEnd, ToolCallDelta, ToolCallStart
+from gateway.logs import JsonFormatter
 from gateway.normalize.aggregate import ChunkAggregator
 from tests.conftest import UPSTREAM_ANTHROPIC_KEY, UPSTREAM_OPENAI_KEY, openai_client
 from tests.fixtures_util import replay
@@ -94,6 +95,20 @@ def test_parse_failure_warning_names_class_offset_length_only(caplog, raw, piece
     assert str(len(raw)) in message
     assert str(exc) not in message  # the parser's own message is never logged
     assert warnings[0].exc_info is None
+    # The structured fields a JSON log line carries: the class, the offset and the length.
+    fields = vars(warnings[0])
+    assert (fields["error_class"], fields["offset"], fields["length"]) == (
+        "JSONDecodeError",
+        exc.pos,
+        len(raw),
+    )
+    line = orjson.loads(JsonFormatter().format(warnings[0]))
+    assert (line["error_class"], line["offset"], line["length"], line["tool_index"]) == (
+        "JSONDecodeError",
+        exc.pos,
+        len(raw),
+        0,
+    )
     assert_no_secret(caplog, (TOKEN, raw[:20]))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.events import CUT_STOP_REASONS, Stop, StopReason, StreamEnd, StreamError
-from gateway.formats import anthropic_messages, openai_chat
+from gateway.formats import anthropic_messages, openai_chat, stop_reasons
 from gateway.formats.sse import SSEFrame
 from gateway.formats.stop_reasons import from_anthropic, from_openai, to_anthropic, to_openai
 from gateway.normalize.aggregate import ChunkAggregator
@@ -20,6 +20,14 @@ OPENAI_NATIVE = {
     "function_call": S.TOOL_CALLS,
     "length": S.LENGTH,
     "content_filter": S.CONTENT_FILTER,
+}
+# OpenAI-compatible servers' own values (PROTOCOLS.md §d), read on the OpenAI wire.
+OPENAI_COMPATIBLE = {
+    "model_length": S.CONTEXT_WINDOW,
+    "abort": S.ABORTED,
+    "error": S.ERROR,
+    "insufficient_system_resource": S.ERROR,
+    "end_turn": S.STOP,
 }
 ANTHROPIC_NATIVE = {
     "end_turn": S.STOP,
@@ -69,6 +77,27 @@ def test_stop_reason_is_the_closed_set_of_the_design():
 @pytest.mark.parametrize(("native", "reason"), OPENAI_NATIVE.items())
 def test_openai_native_values(native, reason):
     assert from_openai(native) is reason
+
+
+@pytest.mark.parametrize(("native", "reason"), OPENAI_COMPATIBLE.items())
+def test_openai_compatible_native_values(native, reason):
+    assert from_openai(native) is reason
+
+
+@pytest.mark.parametrize(("native", "reason"), OPENAI_COMPATIBLE.items())
+def test_openai_compatible_values_through_the_stream_decoder(native, reason):
+    decoder = openai_chat.OpenAIChatDecoder()
+    chunk = b'{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"%s"}]}' % native.encode()
+    stops = [e for e in decoder.decode(SSEFrame(None, chunk))[1] if isinstance(e, Stop)]
+    assert [(e.reason, e.native) for e in stops] == [(reason, native)]
+
+
+def test_the_tables_hold_exactly_these_rows():
+    """A row added to a production table without a test here is a failure too."""
+    assert dict(stop_reasons.OPENAI_NATIVE) == {**OPENAI_NATIVE, **OPENAI_COMPATIBLE}
+    assert dict(stop_reasons.ANTHROPIC_NATIVE) == ANTHROPIC_NATIVE
+    assert dict(stop_reasons.TO_OPENAI) == {**TO_OPENAI, S.UNKNOWN: "stop"}
+    assert dict(stop_reasons.TO_ANTHROPIC) == {**TO_ANTHROPIC, S.UNKNOWN: "end_turn"}
 
 
 @pytest.mark.parametrize(("native", "reason"), ANTHROPIC_NATIVE.items())

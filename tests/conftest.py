@@ -19,6 +19,7 @@ import anthropic
 import openai
 import pytest
 from aiohttp import web
+from blockbuster import BlockBuster, blockbuster_ctx
 
 from gateway.app import build_app
 from gateway.settings import parse_settings
@@ -33,6 +34,14 @@ GATEWAYS = {
     "pass": ("pass", "flag"),
     "reject": ("withhold", "reject"),
 }
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_blocking_calls() -> Iterator[BlockBuster]:
+    """Any blocking call (file or socket I/O, sleep, ...) that the gateway's own code makes
+    inside a running event loop raises BlockingError, in every test, wherever the loop runs."""
+    with blockbuster_ctx(["gateway", "providers"]) as detector:
+        yield detector
 
 
 def free_port() -> int:

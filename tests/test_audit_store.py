@@ -163,17 +163,22 @@ async def test_a_version_1_database_is_migrated_keeping_its_rows(backend: Backen
     old = full_record(1, ended_by=None)  # ended_by is the last column: cut from the rows below
     if backend.kind == "sqlite":
         assert backend.path is not None
-        backend.path.parent.mkdir(parents=True)
-        conn = sqlite3.connect(backend.path, isolation_level=None)
-        try:
-            migrate_sqlite(conn, v1)
-            conn.execute(
-                f"INSERT INTO audit_records ({', '.join(V1_COLUMNS)}) "
-                f"VALUES ({', '.join('?' for _ in V1_COLUMNS)})",
-                sqlite_encode(old)[: len(V1_COLUMNS)],
-            )
-        finally:
-            conn.close()
+        path = backend.path
+
+        def seed() -> None:  # off the loop, as the store itself does its SQLite work
+            path.parent.mkdir(parents=True)
+            conn = sqlite3.connect(path, isolation_level=None)
+            try:
+                migrate_sqlite(conn, v1)
+                conn.execute(
+                    f"INSERT INTO audit_records ({', '.join(V1_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' for _ in V1_COLUMNS)})",
+                    sqlite_encode(old)[: len(V1_COLUMNS)],
+                )
+            finally:
+                conn.close()
+
+        await asyncio.to_thread(seed)
     else:
         conn = await asyncpg.connect(backend.url)
         try:

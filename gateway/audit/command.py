@@ -136,7 +136,7 @@ async def _open_and_run(url: str, args: argparse.Namespace) -> tuple[str | None,
 
     shown = redact_url(url)
     secret = _password(url)
-    if url.startswith("sqlite:") and not os.path.exists(sqlite_path(url)):
+    if url.startswith("sqlite:") and not await asyncio.to_thread(os.path.exists, sqlite_path(url)):
         # Reading must not create an empty trail where the user expected one.
         return None, f"no audit store at {shown} (the gateway creates it on first use)"
     try:

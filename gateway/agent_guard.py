@@ -21,10 +21,11 @@ import orjson
 
 def canonical(arguments: Any) -> bytes:
     if isinstance(arguments, str):
+        text = arguments
         try:
-            arguments = orjson.loads(arguments or "{}")
+            arguments = orjson.loads(text or "{}")
         except orjson.JSONDecodeError:
-            return arguments.encode()  # not JSON: compared as the raw text
+            return text.encode()  # not JSON: compared as the raw text
     try:
         return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError:  # nested past the encoder's limit: compared as its repr

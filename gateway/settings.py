@@ -85,7 +85,8 @@ class ProviderSettings(_Frozen):
     @classmethod
     def _default_base_url(cls, data: Any) -> Any:
         if isinstance(data, dict) and "base_url" not in data:
-            kind = KINDS.get(data.get("kind")) if isinstance(data.get("kind"), str) else None
+            name = data.get("kind")
+            kind = KINDS.get(name) if isinstance(name, str) else None
             if kind is not None and kind.default_base_url is not None:
                 return {**data, "base_url": kind.default_base_url}
         return data

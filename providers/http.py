@@ -157,7 +157,7 @@ def _connect_cause(exc: aiohttp.ClientConnectorError) -> str:
         return f"TLS handshake failed ({verify})"
     cause = exc.os_error
     if isinstance(cause, socket.gaierror):
-        detail = _RESOLVER_ERRNOS.get(cause.errno)
+        detail = _RESOLVER_ERRNOS.get(cause.errno) if cause.errno is not None else None
         return f"name resolution failed ({detail})" if detail else "name resolution failed"
     if isinstance(exc, aiohttp.ClientSSLError):
         reason = getattr(cause, "reason", None)  # OpenSSL's reason code, e.g. WRONG_VERSION_NUMBER

@@ -150,7 +150,7 @@ def _message(
     output_tokens: int | None = None,
 ) -> list[Event]:
     """A complete stream around the content-block events: start, ping, blocks, delta, stop."""
-    message = {
+    message: Event = {
         "id": f"msg_mock_{secrets.token_hex(12)}",
         "type": "message",
         "role": "assistant",
@@ -325,7 +325,8 @@ def _error_reply(error: Event) -> MockReply:
 
 
 def _frame(event: Event) -> bytes:
-    return b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+    kind: str = event["type"]
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
 
 
 def _encode(events: list[Event], stream: bool) -> MockReply:

@@ -80,7 +80,7 @@ def _positive_int(text: str) -> int:
 
 def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `audit` to an `ArgumentParser.add_subparsers()` object; returns the new parser."""
-    audit = subparsers.add_parser(
+    audit: argparse.ArgumentParser = subparsers.add_parser(
         "audit",
         help="report truncation and stop reasons from the audit store",
         description="Report truncation and stop reasons per provider, model, route or client "

@@ -175,7 +175,8 @@ def migrate_sqlite(conn: sqlite3.Connection, migrations: Sequence[Migration] = M
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(_VERSION_TABLE["sqlite"])
-        (current,) = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()
+        row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()
+        current = int(row[0])
         todo = pending(current, migrations)
         for m in todo:
             for statement in m.statements["sqlite"]:
@@ -207,7 +208,7 @@ async def migrate_postgresql(
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", ADVISORY_LOCK_KEY)
         await conn.execute(_VERSION_TABLE["postgresql"])
-        current = await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version")
+        current = int(await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version"))
         todo = pending(current, migrations)
         for m in todo:
             for statement in m.statements["postgresql"]:

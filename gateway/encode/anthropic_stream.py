@@ -55,7 +55,7 @@ def stop_details(verdict: Verdict) -> dict[str, Any] | None:
 
 
 def message_start(message_id: str, model: str) -> bytes:
-    message = {
+    message: dict[str, Any] = {
         "id": message_id,
         "type": "message",
         "role": "assistant",
@@ -140,7 +140,7 @@ class AnthropicMessagesWriter:
     def end(self, verdict: Verdict, response: AggregatedResponse) -> bytes:
         out = [b"" if self._started else self._start("", "")]
         out.append(self._tool_blocks(response) if verdict.delivered_tool_calls else self._close())
-        delta = {
+        delta: dict[str, Any] = {
             "stop_reason": to_anthropic(
                 verdict.stop_reason, verdict.delivered_tool_calls, response.stop_sequence
             ),

@@ -123,7 +123,7 @@ def _needs_work(choice: dict[str, Any]) -> bool:
     if choice.get("finish_reason") is not None:
         return True
     delta = choice.get("delta")
-    return bool(delta) and bool(delta.get("tool_calls") or delta.get("function_call"))
+    return isinstance(delta, dict) and bool(delta.get("tool_calls") or delta.get("function_call"))
 
 
 def _normalize_tool_deltas(delta: dict[str, Any], state: ChoiceState) -> dict[str, Any]:

@@ -9,7 +9,7 @@ Foreign exceptions (aiohttp, timeouts, unreadable bodies) are mapped here, once,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Protocol, Self
 
@@ -67,7 +67,7 @@ class HTTPModelClient:
     """A `ModelClient` over HTTP in one wire format (`codec`). Use it as an async context manager
     or call `close()`; a `session` passed in is used as is and left open."""
 
-    codec_type: ClassVar[Callable[[], WireCodec]]  # each wire's client names its codec
+    codec_type: ClassVar[type[WireCodec]]  # each wire's client names its codec
 
     def __init__(
         self,

@@ -126,9 +126,10 @@ class ChunkAggregator:
         if self._ended and not isinstance(event, StreamError):
             return self._violation(f"{type(event).__name__} after the end of the stream")
         handler = _HANDLERS.get(type(event))
-        if handler is not None:
-            return handler(self, event)
-        return None
+        if handler is None:
+            return None
+        problem: StreamError | None = handler(self, event)
+        return problem
 
     def _violation(self, problem: str) -> StreamError:
         error = StreamError("protocol", f"upstream stream out of order: {problem}")

@@ -37,6 +37,10 @@ class _AssistantTurn:
     tool_calls: list[Block] = field(default_factory=list)
 
 
+UserBlock = Callable[[Block, str, _UserTurn], None]
+AssistantBlock = Callable[[Block, str, _AssistantTurn], None]
+
+
 def translate_request(body: dict[str, Any], upstream_model: str) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object")
@@ -118,7 +122,8 @@ def _user_message(content: Any, path: str) -> list[Message]:
         return [{"role": "user", "content": content}]
     turn = _UserTurn()
     for j, block in enumerate(_blocks(content, path)):
-        _USER_BLOCKS.get(block["type"], _drop)(block, f"{path}[{j}]", turn)
+        user_block: UserBlock = _USER_BLOCKS.get(block["type"], _drop)
+        user_block(block, f"{path}[{j}]", turn)
     if turn.parts:
         return [*turn.tool_messages, {"role": "user", "content": turn.parts}]
     return turn.tool_messages
@@ -129,7 +134,8 @@ def _assistant_message(content: Any, path: str) -> list[Message]:
         return [{"role": "assistant", "content": content}]
     turn = _AssistantTurn()
     for j, block in enumerate(_blocks(content, path)):
-        _ASSISTANT_BLOCKS.get(block["type"], _drop)(block, f"{path}[{j}]", turn)
+        assistant_block: AssistantBlock = _ASSISTANT_BLOCKS.get(block["type"], _drop)
+        assistant_block(block, f"{path}[{j}]", turn)
     # Citations split one answer into many text blocks: join them without a separator.
     text = "".join(turn.texts)
     message: Message = {"role": "assistant", "content": text or (None if turn.tool_calls else "")}
@@ -194,7 +200,7 @@ def _tool_result_text(content: Any, path: str) -> str:
     return "\n".join(b["text"] for b in blocks if b["type"] == "text" and b.get("text"))
 
 
-_USER_BLOCKS: dict[str, Callable[[Block, str, _UserTurn], None]] = {
+_USER_BLOCKS: dict[str, UserBlock] = {
     "text": _user_text,
     "image": _user_image,
     "tool_result": _user_tool_result,
@@ -216,7 +222,7 @@ def _assistant_tool_use(block: Block, path: str, turn: _AssistantTurn) -> None:
     turn.tool_calls.append({"id": call_id, "type": "function", "function": function})
 
 
-_ASSISTANT_BLOCKS: dict[str, Callable[[Block, str, _AssistantTurn], None]] = {
+_ASSISTANT_BLOCKS: dict[str, AssistantBlock] = {
     "text": _assistant_text,
     "tool_use": _assistant_tool_use,
 }

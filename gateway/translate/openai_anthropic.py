@@ -126,8 +126,9 @@ def _system_message(message: Block, path: str, conversation: _Conversation) -> N
 
 def _user_message(message: Block, path: str, conversation: _Conversation) -> None:
     content, content_path = message.get("content"), f"{path}.content"
+    blocks: list[Block | None]
     if isinstance(content, str):
-        blocks = _text_blocks([content])
+        blocks = list(_text_blocks([content]))
     elif isinstance(content, list):
         blocks = [_user_part(part, f"{content_path}[{j}]") for j, part in enumerate(content)]
     else:

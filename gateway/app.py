@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway.audit.store import open_store
 from gateway.audit.writer import AuditWriter
+from gateway.edge import CLIENT_FORMAT
 from gateway.encode.errors import ClientFormat, render_error
 from gateway.errors import GatewayError, NotFound
 from gateway.handlers import chat_completions, messages, meta
@@ -72,6 +73,7 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
     observer = ExchangeObserver(metrics)
     gateway = Gateway(settings, providers, observer)
     app[GATEWAY] = gateway
+    app[CLIENT_FORMAT] = client_format
 
     async def audit_writer(app: web.Application) -> AsyncIterator[None]:
         if settings.audit.log_content:

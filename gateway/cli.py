@@ -15,6 +15,7 @@ from aiohttp import web
 from gateway import logs
 from gateway.app import build_app
 from gateway.audit.command import add_audit_parser, main_audit
+from gateway.edge import make_runner
 from gateway.settings import ConfigError, Settings, load_settings
 
 log = logging.getLogger("gateway.cli")
@@ -38,7 +39,7 @@ async def run_server(settings: Settings, host: str, port: int) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(
+    runner = make_runner(
         build_app(settings),
         access_log=None,
         handle_signals=False,

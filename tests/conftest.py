@@ -21,6 +21,7 @@ import pytest
 from aiohttp import web
 
 from gateway.app import build_app
+from gateway.edge import make_runner
 from gateway.settings import parse_settings
 from tests.upstream import FakeUpstream
 
@@ -107,7 +108,7 @@ class Stack:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
 
     async def _serve(self, app: web.Application) -> str:
-        runner = web.AppRunner(app, access_log=None)
+        runner = make_runner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()

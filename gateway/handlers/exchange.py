@@ -27,6 +27,7 @@ from gateway.agent_guard import identical_tool_call_streak
 from gateway.audit.build import complete_record
 from gateway.audit.record import AuditRecord
 from gateway.context import ExchangeContext
+from gateway.edge import read_body
 from gateway.encode import StreamWriter
 from gateway.encode.errors import ClientFormat, render_error
 from gateway.errors import (
@@ -135,7 +136,8 @@ async def _exchange(
 ) -> web.StreamResponse:
     record = ctx.record
     assert record is not None
-    obj = parse_json(await request.read())
+    raw = await read_body(request)
+    obj = parse_json(raw)
     body = validate(spec.body_model, obj, spec.endpoint)
     record.model = body.model
     record.stream = bool(body.stream)
@@ -151,10 +153,8 @@ async def _exchange(
     _check_runaway(gateway, spec.format, obj, record)
     provider = gateway.providers[route.provider_name]
     upstream_body = translate_request(spec.format, provider.wire, obj, route.upstream_model)
-    if upstream_body is None:  # same format, no rename: the client's bytes go as they came
-        payload = await request.read()
-    else:
-        payload = orjson.dumps(upstream_body)
+    # Same format, no rename: the client's bytes go as they came.
+    payload = raw if upstream_body is None else orjson.dumps(upstream_body)
     headers = {k: request.headers[k] for k in FORWARDED_HEADERS if k in request.headers}
     ctx.include_usage = bool((obj.get("stream_options") or {}).get("include_usage"))
     reply = await provider.send(ProviderRequest(payload, record.stream, headers))

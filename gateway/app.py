@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway.audit.store import open_store
 from gateway.audit.writer import AuditWriter
-from gateway.edge import CLIENT_FORMAT
+from gateway.edge import CLIENT_FORMAT, new_request_id
 from gateway.encode.errors import ClientFormat, render_error
 from gateway.errors import GatewayError, NotFound
 from gateway.handlers import chat_completions, messages, meta
@@ -48,7 +48,7 @@ async def unexpected_errors(request: web.Request, handler: Handler) -> web.Strea
         frames = "".join(traceback.format_tb(exc.__traceback__))
         log.error("unhandled %s on %s\n%s", type(exc).__name__, request.path, frames)
         err = GatewayError("The gateway failed to handle this request")
-        status, body, headers = render_error(client_format(request), err, "")
+        status, body, headers = render_error(client_format(request), err, new_request_id())
         return web.Response(status=status, body=body, headers=headers)
 
 
@@ -122,7 +122,7 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
 
     async def not_found(request: web.Request) -> web.Response:
         err = NotFound(f"No endpoint {request.method} {request.path}")
-        status, body, headers = render_error(client_format(request), err, "")
+        status, body, headers = render_error(client_format(request), err, new_request_id())
         return web.Response(status=status, body=body, headers=headers)
 
     app.router.add_post("/v1/chat/completions", chat)

@@ -225,6 +225,28 @@ def test_unknown_path(stack, method, path, headers, fmt):
         assert error["type"] == "not_found_error"
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "fmt"),
+    [
+        ("GET", "/v1/nothing-here", {}, "openai"),
+        ("POST", "/v2/messages", {"anthropic-version": "2023-06-01"}, "anthropic"),
+        ("POST", OA, {}, "openai"),  # refused by the exchange: invalid JSON
+        ("POST", AN, {"anthropic-version": "2023-06-01"}, "anthropic"),
+    ],
+)
+def test_every_refusal_has_a_fresh_request_id(stack, method, path, headers, fmt):
+    ids = set()
+    for _ in range(2):
+        body = b"{" if method == "POST" else None
+        _, resp_headers, data = request(stack.urls["withhold"], method, path, body, headers)
+        request_id = resp_headers.get("x-request-id", "")
+        assert len(request_id) >= 16, resp_headers
+        if fmt == "anthropic":
+            assert orjson.loads(data)["request_id"] == request_id
+        ids.add(request_id)
+    assert len(ids) == 2
+
+
 @pytest.mark.parametrize("path", ENDPOINTS)
 def test_wrong_method_on_an_endpoint(stack, path):
     headers = {"anthropic-version": "2023-06-01"} if path == AN else {}

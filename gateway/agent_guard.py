@@ -18,12 +18,16 @@ import orjson
 
 
 def canonical(arguments: Any) -> bytes:
+    raw = arguments
     if isinstance(arguments, str):
         try:
             arguments = orjson.loads(arguments or "{}")
         except orjson.JSONDecodeError:
             return arguments.encode()  # not JSON: compared as the raw text
-    return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+    try:
+        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # nested deeper than the encoder writes: compared as sent
+        return raw.encode() if isinstance(raw, str) else repr(type(raw)).encode()
 
 
 def _openai_turns(messages: list[Any]) -> Iterator[list[tuple[str, bytes]] | None]:

@@ -1,7 +1,9 @@
 """Request validation at the edge: the top-level shape of each endpoint's body.
 
 Only the fields the gateway itself reads are checked; everything else is kept as sent
-(forward compatibility), and message contents are the translators' concern.
+(forward compatibility), and message contents are the translators' concern. Every body, on every
+route, nests at most MAX_DEPTH levels (gateway/translate/nesting.py): what the gateway forwards
+it must be able to encode again.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from gateway.errors import InvalidJSON, InvalidRequest
+from gateway.translate.nesting import MAX_DEPTH, too_deep
 
 
 class _Body(BaseModel):
@@ -19,15 +22,36 @@ class _Body(BaseModel):
 
     model: str = Field(min_length=1)
     stream: StrictBool | None = False
+    stream_options: dict[str, Any] | None = None  # read for `include_usage`
+    tools: list[dict[str, Any]] | None = None  # read by the mock provider and the translators
+
+    def check_shapes(self, endpoint: str) -> None:
+        """Shapes below the top level that the gateway reads on every route."""
 
 
 class ChatCompletionsBody(_Body):
     messages: list[dict[str, Any]] = Field(min_length=1)
 
+    def check_shapes(self, endpoint: str) -> None:
+        # The runaway guard reads every assistant tool call, whatever the route.
+        for i, message in enumerate(self.messages):
+            calls = message.get("tool_calls")
+            if calls is None:
+                continue
+            path = f"messages[{i}].tool_calls"
+            if not isinstance(calls, list):
+                raise _invalid(endpoint, path, "must be an array")
+            for k, call in enumerate(calls):
+                if not isinstance(call, dict):
+                    raise _invalid(endpoint, f"{path}[{k}]", "must be an object")
+                if not isinstance(call.get("function", {}), dict):
+                    raise _invalid(endpoint, f"{path}[{k}].function", "must be an object")
+
 
 class MessagesBody(_Body):
     messages: list[dict[str, Any]]
     max_tokens: StrictInt = Field(ge=1)
+    stop_sequences: list[str] | None = None
 
 
 def parse_json(raw: bytes) -> dict[str, Any]:
@@ -40,11 +64,21 @@ def parse_json(raw: bytes) -> dict[str, Any]:
     return obj
 
 
+def _invalid(endpoint: str, param: str, problem: str) -> InvalidRequest:
+    return InvalidRequest(f"Not a valid {endpoint} request: {param}: {problem}", param)
+
+
 def validate(model: type[_Body], obj: dict[str, Any], endpoint: str) -> _Body:
+    field = too_deep(obj, MAX_DEPTH)
+    if field is not None:
+        error = _invalid(endpoint, field or "the body", f"nested deeper than {MAX_DEPTH} levels")
+        error.param = field or None
+        raise error
     try:
-        return model.model_validate(obj)
+        body = model.model_validate(obj)
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False)[0]
         param = ".".join(str(part) for part in first["loc"])
-        message = f"Not a valid {endpoint} request: {param}: {first['msg']}"
-        raise InvalidRequest(message, param) from None
+        raise _invalid(endpoint, param, first["msg"]) from None
+    body.check_shapes(endpoint)
+    return body

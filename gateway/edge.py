@@ -8,9 +8,9 @@ Two things aiohttp does on its own, below the application and its middlewares:
   `authorization`. `make_runner` serves the app through `EdgeRequestHandler`, whose
   `handle_error` answers instead in the called endpoint's error format (the path and the
   `anthropic-version` header are read from the request's first bytes, kept until its head is
-  parsed: the refused request never reached the router), with 414 for a request line over the
-  limit, 431 for header fields over it, 400 otherwise, a fresh `x-request-id`, and a log line
-  naming only the exception class.
+  parsed: the refused request never reached the router), with 431 for header fields over the
+  limit, 400 otherwise (a request line over it included: see RequestLineTooLong), a fresh
+  `x-request-id`, and a log line naming only the exception class.
 - It inflates a `Content-Encoding: gzip|deflate|br|zstd` body while it is read, and
   `request.read()` first raises its read chunk to `client_max_size`, so a small upload could
   inflate to several times that limit in memory before the size check. `read_body` reads the

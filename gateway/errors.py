@@ -7,7 +7,7 @@ GatewayError                      status, code; rendered per client format at th
 │   ├── RunawaySuspected          the conversation ends in identical tool calls (guard: reject)
 │   ├── MalformedHTTP             the HTTP parser refused the request (syntax, framing, encoding)
 │   ├── RequestTooLarge           413: the body, once decoded, is over the size limit
-│   ├── RequestLineTooLong        414: the request line is over the HTTP parser's limit
+│   ├── RequestLineTooLong        400: the request line is over the HTTP parser's limit
 │   ├── HeaderFieldsTooLarge      431: a header field, or their number, is over the limit
 │   └── NotFound                  404: no such endpoint
 │       └── ModelNotFound         404: no route matches the model
@@ -62,7 +62,9 @@ class RequestTooLarge(RequestError):
 
 
 class RequestLineTooLong(RequestError):
-    status = 414
+    """400, not 414: both SDKs raise their BadRequestError for a 400 and no class of theirs for a
+    414; the code says which limit it was."""
+
     code = "request_line_too_long"
 
 

@@ -21,6 +21,8 @@ import zlib
 from typing import Any
 from urllib.parse import urlsplit
 
+import anthropic
+import openai
 import orjson
 import pytest
 from aiohttp import compression_utils
@@ -288,13 +290,13 @@ def test_too_many_headers_is_a_431(stack, path, fmt):
     check_error(reply, fmt, 431)
 
 
-def test_request_line_too_long_is_a_414_in_the_openai_shape(stack, caplog):
+def test_request_line_too_long_is_a_400_in_the_openai_shape(stack, caplog):
     caplog.set_level(logging.DEBUG)
     target = f"/v1/messages?key={SECRET}{'q' * 9000}"
     data = f"POST {target} HTTP/1.1\r\nHost: gateway\r\n{AV}content-length: 2\r\n\r\n{{}}"
     reply = exchange(stack.urls["withhold"], data.encode())
-    error = check_error(reply, "openai", 414)
-    assert error["type"] == "invalid_request_error"
+    error = check_error(reply, "openai", 400)  # what both SDKs have a class for
+    assert (error["type"], error["code"]) == ("invalid_request_error", "request_line_too_long")
     assert_no_secret(caplog, (SECRET,))
 
 
@@ -340,3 +342,41 @@ def test_a_bad_request_after_a_good_one_on_the_same_connection(stack):
         head = f"POST {AN} HTTP/1.1\r\nHost: gateway\r\n{long_header()}content-length: 2\r\n"
         sock.sendall(head.encode() + b"\r\n{}")
         check_error(read_reply(sock), "anthropic", 431)
+
+
+# --- through the real SDKs ----------------------------------------------------------------------
+
+
+def test_openai_sdk_sees_a_431_with_the_error_fields(stack):
+    client = openai.OpenAI(
+        base_url=stack.urls["withhold"] + "/v1",
+        api_key="sk-client",
+        max_retries=0,
+        default_headers={"x-filler": "k" * 9000},
+    )
+    with pytest.raises(openai.APIStatusError) as info:
+        client.chat.completions.create(
+            model="mock-text", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert info.value.status_code == 431
+    assert info.value.code == "header_fields_too_large"
+    assert info.value.type == "invalid_request_error"
+
+
+def test_anthropic_sdk_sees_a_431_with_the_error_fields(stack):
+    client = anthropic.Anthropic(
+        base_url=stack.urls["withhold"],
+        api_key="sk-client",
+        max_retries=0,
+        default_headers={"x-filler": "k" * 9000},
+    )
+    with pytest.raises(anthropic.APIStatusError) as info:
+        client.messages.create(
+            model="mock-text", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert info.value.status_code == 431
+    # anthropic 2.x has a class for it; older SDKs raise their APIStatusError
+    assert isinstance(info.value, getattr(anthropic, "RequestHeaderFieldsTooLargeError", object))
+    body = info.value.body
+    assert body["error"]["type"] == "invalid_request_error"
+    assert body["request_id"] == info.value.response.headers["x-request-id"]

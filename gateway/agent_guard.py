@@ -20,16 +20,16 @@ import orjson
 
 
 def canonical(arguments: Any) -> bytes:
-    if isinstance(arguments, str):
-        text = arguments
+    text = arguments if isinstance(arguments, str) else None
+    if text is not None:
         try:
             arguments = orjson.loads(text or "{}")
         except orjson.JSONDecodeError:
             return text.encode()  # not JSON: compared as the raw text
     try:
         return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
-    except orjson.JSONEncodeError:  # nested past the encoder's limit: compared as its repr
-        return repr(arguments).encode()
+    except orjson.JSONEncodeError:  # nested deeper than the encoder writes: compared as sent
+        return text.encode() if text is not None else repr(arguments).encode()
 
 
 def openai_turns(messages: list[Any]) -> Iterator[list[tuple[str, bytes]] | None]:

@@ -16,8 +16,8 @@ from gateway.audit.writer import AuditWriter
 from gateway.client_formats import CLIENT_FORMATS, ClientFormat, detect
 from gateway.errors import GatewayError, NotFound
 from gateway.handlers import meta
-from gateway.handlers.exchange import Gateway, new_request_id, serve
-from gateway.handlers.responses import error_response
+from gateway.handlers.exchange import Gateway, serve
+from gateway.handlers.responses import error_response, new_request_id
 from gateway.metrics import GatewayMetrics
 from gateway.observer import ExchangeObserver
 from gateway.settings import Settings

@@ -18,6 +18,7 @@ from aiohttp import web
 from gateway import logs
 from gateway.app import build_app
 from gateway.audit.command import add_audit_parser, main_audit
+from gateway.edge import make_runner
 from gateway.listen import ListenAddress, listen_failure, open_listeners
 from gateway.settings import ConfigError, Settings, load_settings
 from gateway.startup import ConfigSource, config_source, startup_report, store_location
@@ -84,7 +85,7 @@ async def run_server(
     received: asyncio.Future[signal.Signals] = loop.create_future()
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, _note_signal, received, sig)
-    runner = web.AppRunner(
+    runner = make_runner(
         build_app(settings),
         access_log=None,
         handle_signals=False,

@@ -4,7 +4,13 @@ GatewayError                      status, code; rendered per client format at th
 ├── RequestError                  400: the client's request is wrong
 │   ├── InvalidJSON
 │   ├── InvalidRequest            not the endpoint's format, a bad field
-│   └── ModelNotFound             404: no route matches the model
+│   ├── RunawaySuspected          the conversation ends in identical tool calls (guard: reject)
+│   ├── MalformedHTTP             the HTTP parser refused the request (syntax, framing, encoding)
+│   ├── RequestTooLarge           413: the body, once decoded, is over the size limit
+│   ├── RequestLineTooLong        400: the request line is over the HTTP parser's limit
+│   ├── HeaderFieldsTooLarge      431: a header field, or their number, is over the limit
+│   └── NotFound                  404: no such endpoint
+│       └── ModelNotFound         404: no route matches the model
 └── UpstreamError                 the upstream failed
     ├── UpstreamStatusError       the upstream answered 4xx/5xx (status kept)
     ├── UpstreamUnreachable       502: connection refused, DNS, reset before a response
@@ -44,6 +50,27 @@ class InvalidRequest(RequestError):
 
 class RunawaySuspected(RequestError):
     code = "runaway_suspected"
+
+
+class MalformedHTTP(RequestError):
+    code = "malformed_http"
+
+
+class RequestTooLarge(RequestError):
+    status = 413
+    code = "request_too_large"
+
+
+class RequestLineTooLong(RequestError):
+    """400, not 414: both SDKs raise their BadRequestError for a 400 and no class of theirs for a
+    414; the code says which limit it was."""
+
+    code = "request_line_too_long"
+
+
+class HeaderFieldsTooLarge(RequestError):
+    status = 431
+    code = "header_fields_too_large"
 
 
 class NotFound(RequestError):

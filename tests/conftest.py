@@ -22,6 +22,7 @@ from aiohttp import web
 from blockbuster import BlockBuster, blockbuster_ctx
 
 from gateway.app import build_app
+from gateway.edge import make_runner
 from gateway.settings import parse_settings
 from tests.upstream import FakeUpstream
 
@@ -116,7 +117,7 @@ class Stack:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
 
     async def _serve(self, app: web.Application) -> str:
-        runner = web.AppRunner(app, access_log=None)
+        runner = make_runner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()

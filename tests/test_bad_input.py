@@ -7,6 +7,7 @@ they raise. Never a traceback, never a non-JSON body.
 from __future__ import annotations
 
 import http.client
+import json
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -16,6 +17,7 @@ import orjson
 import pytest
 
 from tests.conftest import anthropic_client, openai_client
+from tests.scenarios import Answer, script_for
 from tests.upstream import Script
 
 OA = "/v1/chat/completions"
@@ -225,6 +227,28 @@ def test_unknown_path(stack, method, path, headers, fmt):
         assert error["type"] == "not_found_error"
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "fmt"),
+    [
+        ("GET", "/v1/nothing-here", {}, "openai"),
+        ("POST", "/v2/messages", {"anthropic-version": "2023-06-01"}, "anthropic"),
+        ("POST", OA, {}, "openai"),  # refused by the exchange: invalid JSON
+        ("POST", AN, {"anthropic-version": "2023-06-01"}, "anthropic"),
+    ],
+)
+def test_every_refusal_has_a_fresh_request_id(stack, method, path, headers, fmt):
+    ids = set()
+    for _ in range(2):
+        body = b"{" if method == "POST" else None
+        _, resp_headers, data = request(stack.urls["withhold"], method, path, body, headers)
+        request_id = resp_headers.get("x-request-id", "")
+        assert len(request_id) >= 16, resp_headers
+        if fmt == "anthropic":
+            assert orjson.loads(data)["request_id"] == request_id
+        ids.add(request_id)
+    assert len(ids) == 2
+
+
 @pytest.mark.parametrize("path", ENDPOINTS)
 def test_wrong_method_on_an_endpoint(stack, path):
     headers = {"anthropic-version": "2023-06-01"} if path == AN else {}
@@ -287,3 +311,255 @@ def test_anthropic_sdk_bad_max_tokens_raises_bad_request(stack):
         client.messages.create(model="mock-text", max_tokens=0, messages=USER)
     assert info.value.status_code == 400
     assert info.value.body["error"]["type"] == "invalid_request_error"
+
+
+# --- fields the gateway reads, and bodies it must re-encode --------------------------------------
+
+
+@pytest.mark.parametrize("stream_options", ["yes", 1, True, ["include_usage"]])
+def test_stream_options_not_an_object(stack, stream_options):
+    """An OpenAI field the gateway reads; Anthropic bodies have none, and an unknown field of
+    theirs is kept as sent (forward compatibility)."""
+    payload = {**valid_body(OA), "stream": True, "stream_options": stream_options}
+    status, headers, body = post(stack.urls["withhold"], OA, payload)
+    error = assert_error(FORMAT[OA], status, headers, body, 400)
+    assert "stream_options" in error["message"]
+    assert error["param"] == "stream_options"
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_stream_options_null_or_object_still_work(stack, path):
+    for stream_options in (None, {}, {"include_usage": True}):
+        payload = {**valid_body(path), "stream": True, "stream_options": stream_options}
+        status, _, body = post(stack.urls["withhold"], path, payload)
+        assert status == 200, body
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """A JSON schema `depth` objects deep."""
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(depth - 1):
+        schema = {"type": "object", "properties": {"SECRET_KEY": schema}}
+    return schema
+
+
+def openai_tools(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": "f", "parameters": schema}}]
+
+
+def anthropic_tools(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"name": "f", "input_schema": schema}]
+
+
+DEEP = 300  # past orjson's 254 levels when the gateway encodes the body again (json.dumps sends it)
+
+
+@pytest.mark.parametrize(
+    ("path", "prefix", "field", "extra"),
+    [
+        # cross-format: the translated body is encoded again
+        (OA, "an", "tools[0].function.parameters", {"tools": openai_tools(nested(DEEP))}),
+        (AN, "oa", "tools[0].input_schema", {"tools": anthropic_tools(nested(DEEP))}),
+        (
+            AN,
+            "oa",
+            "messages[1].content[0].input",
+            {
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "tool_use", "id": "t1", "name": "f", "input": nested(DEEP)}
+                        ],
+                    },
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+                    },
+                ]
+            },
+        ),
+        # same format, but the route renames the model: encoded again too
+        (OA, "oa-renamed", "tools[0].function.parameters", {"tools": openai_tools(nested(DEEP))}),
+    ],
+    ids=["openai-to-anthropic", "anthropic-to-openai", "tool-use-input", "renamed"],
+)
+def test_body_nested_too_deep_is_a_400_naming_the_field(
+    stack, upstream, unique_model, path, prefix, field, extra
+):
+    model = "oa-renamed" if prefix == "oa-renamed" else unique_model(prefix)
+    upstream.script(model, Script(body=b"{}"))
+    payload = {**valid_body(path, model), **extra}
+    status, headers, body = post(stack.urls["withhold"], path, json.dumps(payload).encode())
+    error = assert_error(FORMAT[path], status, headers, body, 400)
+    assert field in error["message"]
+    assert "SECRET_KEY" not in error["message"]  # the client's own keys are not echoed
+    if path == OA:
+        assert error["param"] == field
+    if prefix != "oa-renamed":
+        assert upstream.received[model] == []
+
+
+def test_tool_arguments_nested_too_deep_is_a_400_naming_the_field(stack, upstream, unique_model):
+    model = unique_model("an")
+    upstream.script(model, Script(body=b"{}"))
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": ""}}
+    call["function"]["arguments"] = json.dumps(nested(DEEP))
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    payload = {"model": model, "messages": messages}
+    status, headers, body = post(stack.urls["withhold"], OA, payload)
+    error = assert_error("openai", status, headers, body, 400)
+    assert error["param"] == "messages[1].tool_calls[0].function.arguments"
+    assert upstream.received[model] == []
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_same_format_body_nested_deep_is_forwarded_unchanged(stack, upstream, unique_model, path):
+    """The gateway never encodes the client's own bytes again on a same-format route, so it
+    neither walks them nor refuses them: the upstream judges its own limits."""
+    model = unique_model("oa" if path == OA else "an")
+    answer = Answer(text="deep")
+    wire = "openai" if path == OA else "anthropic"
+    upstream.script(model, script_for(wire, answer, model, stream=False))
+    tools = openai_tools(nested(DEEP)) if path == OA else anthropic_tools(nested(DEEP))
+    raw = json.dumps({**valid_body(path, model), "tools": tools}).encode()
+    status, _, body = post(stack.urls["withhold"], path, raw)
+    assert status == 200, body[:300]
+    assert upstream.last(model).body == raw
+
+
+@pytest.mark.parametrize(
+    ("path", "prefix", "messages", "field"),
+    [
+        (OA, "an", [{"role": "SECRET-role", "content": "hi"}], "messages[0].role"),
+        (AN, "oa", [{"role": {"SECRET": 1}, "content": "hi"}], "messages[0].role"),
+        (
+            OA,
+            "an",
+            [{"role": "user", "content": [{"type": "SECRET-part", "x": 1}]}],
+            "messages[0].content[0].type",
+        ),
+    ],
+    ids=["openai-role", "anthropic-role", "openai-part-type"],
+)
+def test_translator_refusals_do_not_echo_client_values(
+    stack, upstream, unique_model, path, prefix, messages, field
+):
+    model = unique_model(prefix)
+    upstream.script(model, Script(body=b"{}"))
+    payload = {**valid_body(path, model), "messages": messages}
+    status, headers, body = post(stack.urls["withhold"], path, payload)
+    error = assert_error(FORMAT[path], status, headers, body, 400)
+    assert field in error["message"]
+    assert "SECRET" not in error["message"]
+
+
+def anthropic_conversation(**changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "max_tokens": 64,
+        "system": [{"type": "text", "text": "Be brief."}],
+        "tools": [{"name": "f", "input_schema": {"type": "object", "properties": {}}}],
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f"}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text"}]}
+                ],
+            },
+        ],
+    }
+    body["messages"][2]["content"][0]["content"][0]["text"] = "ok"
+    return {**body, **changes}
+
+
+def openai_conversation(tool_calls: Any) -> dict[str, Any]:
+    return {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": tool_calls},
+        ]
+    }
+
+
+# Inputs that reached a 500 (found by tests/test_fuzz_bodies.py, or while fixing what it found),
+# each a 400 naming the field now: (endpoint, route prefix, body fields, the field named).
+FOUND = [
+    # Anthropic -> OpenAI translator: an unhashable tool_choice type
+    (AN, "oa", anthropic_conversation(tool_choice={"type": ["tool"]}), "tool_choice"),
+    (AN, "oa", anthropic_conversation(tool_choice={"type": {"a": 1}}), "tool_choice"),
+    # Anthropic -> OpenAI translator: a text block whose text is not a string
+    (AN, "oa", anthropic_conversation(system=[{"type": "text", "text": 5}]), "system[0].text"),
+    (
+        AN,
+        "oa",
+        anthropic_conversation(
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text"}]}
+                    ],
+                }
+            ]
+        ),
+        "messages[0].content[0].content[0].text",
+    ),
+    # the runaway guard, on every route: tool_calls of the wrong shape
+    (OA, "oa", openai_conversation(5), "messages[1].tool_calls"),
+    (OA, "an", openai_conversation([{"function": "f"}]), "messages[1].tool_calls[0].function"),
+    # the mock provider (same format for an Anthropic client): tools or stop sequences that are
+    # not arrays
+    (AN, "mock", {"tools": True}, "tools"),
+    (AN, "mock", {"stop_sequences": 7}, "stop_sequences"),
+]
+# The same shapes on routes where a translator already refused them: still refused, same field.
+ALREADY_400 = [
+    (OA, "mock", openai_conversation(["call"]), "messages[1].tool_calls[0]"),
+    (OA, "mock", {"tools": 5}, "tools"),
+    (
+        OA,
+        "an",
+        {"messages": [{"role": "user", "content": [{"type": ["text"], "text": "hi"}]}]},
+        "messages[0].content[0].type",
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "prefix", "fields", "field"), FOUND + ALREADY_400)
+def test_inputs_that_reached_a_500_are_a_400_naming_the_field(
+    stack, upstream, unique_model, path, prefix, fields, field
+):
+    model = "mock-agent" if prefix == "mock" else unique_model(prefix)
+    if prefix != "mock":
+        upstream.script(model, Script(body=b"{}"))
+    payload = {**valid_body(path, model), **fields}
+    status, headers, body = post(stack.urls["withhold"], path, payload)
+    error = assert_error(FORMAT[path], status, headers, body, 400)
+    assert field in error["message"]
+    if path == OA:
+        assert error["param"] == field
+
+
+def test_deep_tool_arguments_pass_unchanged_on_a_same_format_route(stack, upstream, unique_model):
+    # An arguments *string* may hold JSON of any depth: forwarded as sent, and the runaway
+    # guard compares it as text instead of failing to re-encode it.
+    model = unique_model("oa")
+    upstream.script(model, script_for("openai", Answer(text="ok"), model, stream=False))
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": ""}}
+    call["function"]["arguments"] = json.dumps(nested(DEEP))
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    raw = orjson.dumps({"model": model, "messages": messages})
+    status, _, body = post(stack.urls["withhold"], OA, raw)
+    assert status == 200, body
+    assert upstream.last(model).body == raw

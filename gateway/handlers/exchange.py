@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,16 +23,17 @@ from aiohttp import web
 from gateway.agent_guard import identical_tool_call_streak
 from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat
+from gateway.edge import read_body
 from gateway.encode import ReplyTerms
-from gateway.errors import GatewayError, InvalidRequest, ModelNotFound, RunawaySuspected
+from gateway.errors import GatewayError, ModelNotFound, RunawaySuspected
 from gateway.events import StreamError
 from gateway.formats.registry import wire_for
 from gateway.handlers.attempt import Attempt
 from gateway.handlers.recording import complete_record
-from gateway.handlers.responses import error_response
+from gateway.handlers.responses import error_response, new_request_id
 from gateway.handlers.streaming import stream_reply
 from gateway.handlers.upstream_errors import status_error
-from gateway.handlers.validation import RequestBody, parse_json, validate
+from gateway.handlers.validation import RequestBody, nested_too_deep, parse_json, validate
 from gateway.handlers.whole import whole_reply
 from gateway.observer import ExchangeObserver
 from gateway.settings import ResolvedRoute, Settings
@@ -61,10 +61,6 @@ class Exchange:
     request_body: dict[str, Any] | None = None  # kept only for content logging
     attempt: Attempt | None = None
     ended_by: str | None = None  # one of audit.record.ENDED_BY when it ended early
-
-
-def new_request_id() -> str:
-    return uuid.uuid4().hex[:24]
 
 
 async def serve(client: ClientFormat, gateway: Gateway, request: web.Request) -> web.StreamResponse:
@@ -129,7 +125,7 @@ async def _exchange(
     exchange: Exchange, gateway: Gateway, request: web.Request
 ) -> web.StreamResponse:
     client, record, settings = exchange.client, exchange.record, gateway.settings
-    raw = await request.read()
+    raw = await read_body(request)
     obj = parse_json(raw)
     body = validate(client.body_model, obj, client.endpoint)
     record.model = body.model
@@ -184,13 +180,11 @@ def _upstream_payload(
 ) -> bytes:
     """What goes upstream: the client's own bytes when the wire is the client's and the route
     does not rename the model; else the body renamed or translated."""
-    if client.relays(wire):
-        if obj.get("model") == upstream_model:
-            return raw
-        upstream_body = {**obj, "model": upstream_model}
-    else:
-        upstream_body = translate_request(client.name, wire, obj, upstream_model)
+    if client.relays(wire) and obj.get("model") == upstream_model:
+        return raw
     try:
-        return orjson.dumps(upstream_body)
-    except orjson.JSONEncodeError:
-        raise InvalidRequest("The request body is nested too deeply to be translated") from None
+        if client.relays(wire):
+            return orjson.dumps({**obj, "model": upstream_model})
+        return orjson.dumps(translate_request(client.name, wire, obj, upstream_model))
+    except orjson.JSONEncodeError:  # nested deeper than the encoder writes (tool inputs too)
+        raise nested_too_deep(client.endpoint, obj) from None

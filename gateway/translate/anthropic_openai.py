@@ -81,8 +81,7 @@ def _system_text(system: Any, path: str) -> str:
         return ""
     if isinstance(system, str):
         return system
-    blocks = _blocks(system, path)
-    return "\n\n".join(b["text"] for b in blocks if b["type"] == "text" and b.get("text"))
+    return "\n\n".join(_block_texts(_blocks(system, path), path))
 
 
 def _blocks(content: Any, path: str) -> list[Block]:
@@ -92,6 +91,14 @@ def _blocks(content: Any, path: str) -> list[Block]:
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise _invalid(f"{path}[{j}]", "must be a content block with a type")
     return content
+
+
+def _block_texts(blocks: list[Block], path: str) -> list[str]:
+    """The non-empty texts of the text blocks; other blocks are dropped."""
+    texts = [
+        _string(b, "text", f"{path}[{j}]") for j, b in enumerate(blocks) if b["type"] == "text"
+    ]
+    return [text for text in texts if text]
 
 
 def _convert_messages(messages: Any) -> list[Message]:
@@ -105,7 +112,7 @@ def _convert_messages(messages: Any) -> list[Message]:
         role = message.get("role")
         handler = _ROLE_HANDLERS.get(role) if isinstance(role, str) else None
         if handler is None:
-            raise _invalid(f"{path}.role", f"unsupported role {role!r}")
+            raise _invalid(f"{path}.role", f"must be one of {', '.join(_ROLE_HANDLERS)}")
         out += handler(message.get("content"), f"{path}.content")
     return out
 
@@ -196,8 +203,7 @@ def _tool_result_text(content: Any, path: str) -> str:
         return ""
     if isinstance(content, str):
         return content
-    blocks = _blocks(content, path)
-    return "\n".join(b["text"] for b in blocks if b["type"] == "text" and b.get("text"))
+    return "\n".join(_block_texts(_blocks(content, path), path))
 
 
 _USER_BLOCKS: dict[str, UserBlock] = {
@@ -240,9 +246,10 @@ def _tools(body: dict[str, Any]) -> dict[str, Any]:
     choice = body.get("tool_choice")
     if choice is None:
         return out
-    if not isinstance(choice, dict) or choice.get("type") not in _CHOICES:
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if not isinstance(kind, str) or kind not in _CHOICES:
         raise _invalid("tool_choice", "must be one of auto, any, tool or none")
-    out["tool_choice"] = _CHOICES[choice["type"]](choice)
+    out["tool_choice"] = _CHOICES[kind](choice)
     if choice.get("disable_parallel_tool_use") is True:
         out["parallel_tool_calls"] = False
     return out

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import InvalidRequest
+from gateway.translate.nesting import MAX_DEPTH, too_deep
 
 Block = dict[str, Any]
 
@@ -97,7 +98,7 @@ def _convert_messages(messages: Any) -> _Conversation:
         role = message.get("role")
         handler = _MESSAGE_HANDLERS.get(role) if isinstance(role, str) else None
         if handler is None:
-            raise _invalid(f"{path}.role", f"unsupported role {role!r}")
+            raise _invalid(f"{path}.role", f"must be one of {', '.join(_MESSAGE_HANDLERS)}")
         handler(message, path, conversation)
     return conversation
 
@@ -215,7 +216,11 @@ def _user_part(part: Any, path: str) -> Block | None:
     kind = part.get("type") if isinstance(part, dict) else None
     handler = _USER_PARTS.get(kind) if isinstance(kind, str) else None
     if handler is None:
-        raise _invalid(f"{path}.type", f"content part type {kind!r} cannot be sent to Anthropic")
+        # Only a type of the OpenAI wire is named: the client's own values are never echoed.
+        known = isinstance(kind, str) and kind in _OPENAI_PART_TYPES
+        named = f"content part type {kind!r}" if known else "a content part"
+        kinds = ", ".join(_USER_PARTS)
+        raise _invalid(f"{path}.type", f"{named} cannot be sent to Anthropic (only {kinds})")
     return handler(part, path)
 
 
@@ -249,6 +254,7 @@ _USER_PARTS: dict[str, Callable[[Block, str], Block | None]] = {
     "text": _text_part,
     "image_url": _image_part,
 }
+_OPENAI_PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})
 
 
 def _tool_use(call: Any, path: str) -> Block:
@@ -280,6 +286,8 @@ def _parse_arguments(arguments: Any, path: str) -> dict[str, Any]:
         raise _invalid(path, "is not valid JSON") from None
     if not isinstance(parsed, dict):
         raise _invalid(path, "must encode a JSON object")
+    if too_deep(parsed, MAX_DEPTH) is not None:
+        raise _invalid(path, f"nests deeper than {MAX_DEPTH} levels")
     return parsed
 
 

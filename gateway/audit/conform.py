@@ -10,6 +10,7 @@ column cannot be NULL), so one bad value costs that value, not the record nor th
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NamedTuple
@@ -108,20 +109,54 @@ _JSON_SHAPES: Final[Mapping[str, type]] = {
 _JSON_NUL: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
-def _holds(name: str, repair: Repair, value: object) -> bool:
-    if value is None:
-        return repair.default is _none
-    shape = _JSON_SHAPES.get(name)
-    if shape is not None:
-        return type(value) is shape
-    return repair.coerce(value) is value
+# Per field, in record order: (name, may be None, JSON shape or None, coerce, plain type, int
+# limit). A field holds its value when it is None and may be, has its JSON shape, or comes out of
+# its coerce unchanged; a value of the plain type that is plainly fine (ASCII text without NUL, a
+# finite float, a bool, an int within the limit) skips the call. Built once: `check` runs for
+# every record.
+_PLAIN: Final[Mapping[Callable[[Any], Any], tuple[type, int]]] = {
+    coerce_text: (str, 0),
+    coerce_flag: (bool, 0),
+    coerce_time: (float, 0),
+    count: (int, INT64_MAX),
+    _count32: (int, INT32_MAX),
+}
+_INF: Final = float("inf")
+_Check = tuple[str, bool, type | None, Callable[[Any], Any], type, int]
+_CHECKS: Final[tuple[_Check, ...]] = tuple(
+    (
+        name,
+        repair.default is _none,
+        _JSON_SHAPES.get(name),
+        repair.coerce,
+        *_PLAIN.get(repair.coerce, (type(None), 0)),
+    )
+    for name, repair in REPAIRS.items()
+)
+_VALUES: Final = operator.attrgetter(*REPAIRS)  # every field of a record, in one call
 
 
 def check(record: AuditRecord) -> None:
     """Raise `RecordRejected` (naming the field) unless every field holds a value of its type."""
-    for name, repair in REPAIRS.items():
-        if not _holds(name, repair, getattr(record, name)):
-            raise RecordRejected(f"field {name} cannot hold its value", field=name)
+    values: tuple[Any, ...] = _VALUES(record)
+    for (name, nullable, shape, coerce, plain, limit), value in zip(_CHECKS, values, strict=True):
+        if value is None:
+            if nullable:
+                continue
+        elif shape is not None:
+            if type(value) is shape:
+                continue
+        elif (
+            (cls := type(value)) is plain
+            and (
+                (cls is str and value.isascii() and "\x00" not in value)
+                or (cls is int and 0 <= value <= limit)
+                or (cls is float and -_INF < value < _INF)
+                or cls is bool
+            )
+        ) or coerce(value) is value:
+            continue
+        raise RecordRejected(f"field {name} cannot hold its value", field=name)
 
 
 def json_text(value: object) -> str:

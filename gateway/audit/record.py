@@ -51,6 +51,8 @@ def coerce_text(value: object) -> str | None:
     """
     if not isinstance(value, str):
         return None
+    if value.isascii() and "\x00" not in value:
+        return value  # the common case, without the regex (this runs for every text field)
     if _UNSTORABLE_CHARS.search(value) is None:
         return value
     return _UNSTORABLE_CHARS.sub("\ufffd", value)

@@ -49,7 +49,7 @@ class OpenAIRelay:
         if self._over or obj is None:
             return b""  # [DONE] goes out in end()
         choices = obj.get("choices")
-        if not choices or not any(_needs_work(c) for c in choices):
+        if not choices or not _needs_work(choices):
             return encode(frame.data) if frame else b""
         stop = next((e for e in events if isinstance(e, Stop)), None)
         return b"".join(self._choice(obj, choice, stop) for choice in choices)
@@ -119,11 +119,15 @@ class OpenAIRelay:
         return released + stream_frame(error, self._terms.extension(verdict))
 
 
-def _needs_work(choice: dict[str, Any]) -> bool:
-    if choice.get("finish_reason") is not None:
-        return True
-    delta = choice.get("delta")
-    return isinstance(delta, dict) and bool(delta.get("tool_calls") or delta.get("function_call"))
+def _needs_work(choices: list[dict[str, Any]]) -> bool:
+    """Whether a chunk's choices hold a finish_reason or tool calls (else it goes out as is)."""
+    for choice in choices:
+        if choice.get("finish_reason") is not None:
+            return True
+        delta = choice.get("delta")
+        if delta and (delta.get("tool_calls") or delta.get("function_call")):
+            return True
+    return False
 
 
 def _normalize_tool_deltas(delta: dict[str, Any], state: ChoiceState) -> dict[str, Any]:

@@ -112,7 +112,9 @@ class AnthropicDecoder:
         obj = orjson.loads(frame.data)
         if not isinstance(obj, dict):
             raise ShapeError("event is not a JSON object")
-        kind = string(obj.get("type"), "type") or frame.event
+        kind = obj.get("type")
+        if type(kind) is not str or not kind:
+            kind = string(kind, "type") or frame.event
         handler = _HANDLERS.get(kind or "")
         if handler is None:
             return obj, []  # ping and event types not known yet pass through
@@ -155,14 +157,21 @@ class AnthropicDecoder:
         return obj, block_events(block, ordinal)
 
     def _block_delta(self, obj: dict[str, Any], raw: bytes) -> tuple[Any, list[Event]]:
-        position = index(obj.get("index"), "index", -1)
+        # Per chunk: the common shapes are checked inline, the helpers only name what is wrong.
+        position = obj.get("index", -1)
+        if type(position) is not int:
+            position = index(position, "index", -1)
         if position not in self.block_types:
             message = f"upstream sent a delta for content block {position}, never started"
             return self._broken(obj, message)
-        delta = mapping(obj.get("delta"), "delta")
+        delta = obj.get("delta")
+        if type(delta) is not dict:
+            delta = mapping(delta, "delta")
         kind = delta.get("type")
         if kind == "text_delta":
-            text = string(delta.get("text"), "delta.text")
+            text = delta.get("text")
+            if type(text) is not str:
+                text = string(text, "delta.text")
             return obj, [TextDelta(text)] if text else []
         if kind == "input_json_delta":
             part = string(delta.get("partial_json"), "delta.partial_json")

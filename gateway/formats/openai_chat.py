@@ -160,8 +160,14 @@ class OpenAIChatDecoder:
             self._started = True
             model = string(obj.get("model"), "model") or ""
             events.append(MessageStart(string(obj["id"], "id") or "", model))
-        for choice in objects(obj.get("choices"), "choices"):
-            self._choice(choice, events)
+        choices = obj.get("choices")
+        if choices:
+            if type(choices) is not list:
+                raise ShapeError("choices is not an array")
+            for choice in choices:
+                if type(choice) is not dict:
+                    raise ShapeError("an item of choices is not an object")
+                self._choice(choice, events)
         usage = obj.get("usage")
         if usage:
             events.append(usage_event(usage))
@@ -176,15 +182,22 @@ class OpenAIChatDecoder:
         return [StreamError("truncated", "upstream stream ended before every choice finished")]
 
     def _choice(self, choice: dict[str, Any], events: list[Event]) -> None:
-        position = index(choice.get("index"), "choices.index", 0)
+        # Per chunk: the common shapes are checked inline, the helpers only name what is wrong.
+        position = choice.get("index", 0)
+        if type(position) is not int:
+            position = index(position, "choices.index", 0)
         self._opened.add(position)
-        delta = mapping(choice.get("delta"), "choices.delta")
+        delta = choice.get("delta")
+        if type(delta) is not dict:
+            delta = mapping(delta, "choices.delta")
         if position == 0:
             if delta:
                 self._refused = _delta_events(delta, self.tools, events) or self._refused
         else:
             _check_delta(delta)  # other choices are relayed as they are: check what is read
-        finish = string(choice.get("finish_reason"), "finish_reason")
+        finish = choice.get("finish_reason")
+        if finish is not None and type(finish) is not str:
+            raise ShapeError("finish_reason is not a string")
         if finish is not None and position not in self._finished:
             self._finished.add(position)
             if position == 0:
@@ -210,17 +223,25 @@ def _delta_events(delta: dict[str, Any], tools: ToolSlots, events: list[Event]) 
         reasoning = delta.get(key)
         if reasoning and isinstance(reasoning, str):
             events.append(ThinkingDelta(reasoning))
-    content = string(delta.get("content"), "content")
+    content = delta.get("content")
     if content:
+        if type(content) is not str:
+            raise ShapeError("content is not a string")
         events.append(TextDelta(content))
-    refusal = string(delta.get("refusal"), "refusal")
+    refusal = delta.get("refusal")
     if refusal:
+        if type(refusal) is not str:
+            raise ShapeError("refusal is not a string")
         events.append(RefusalDelta(refusal))
-    for position, call in enumerate(objects(delta.get("tool_calls"), "tool_calls")):
-        tools.feed(position, call, events)
-    legacy = mapping(delta.get("function_call"), "function_call")
+    calls = delta.get("tool_calls")
+    if calls:
+        for position, call in enumerate(objects(calls, "tool_calls")):
+            tools.feed(position, call, events)
+    legacy = delta.get("function_call")
     if legacy:
-        tools.feed(0, {"index": "function_call", "function": legacy}, events)
+        tools.feed(
+            0, {"index": "function_call", "function": mapping(legacy, "function_call")}, events
+        )
     return bool(refusal)
 
 

@@ -67,6 +67,8 @@ def count(value: Any, limit: int = INT64_MAX) -> int | None:
     """A count as a record can hold it: a whole number in 0..limit (12.0 counts), else None.
 
     Usage figures only inform; a strange one must not break an answer, so it is dropped."""
+    if type(value) is int:  # the common case first: this runs for every usage figure
+        return value if 0 <= value <= limit else None
     if isinstance(value, bool):
         return None
     if isinstance(value, float):

@@ -21,7 +21,7 @@ BROKEN = frozenset({StopReason.ERROR, StopReason.ABORTED})
 
 
 class Attempt:
-    __slots__ = ("aggregator", "answered", "provider", "terms", "wire")
+    __slots__ = ("_judged", "aggregator", "answered", "provider", "terms", "wire")
 
     def __init__(self, provider: Provider, wire: Wire, terms: ReplyTerms) -> None:
         self.provider = provider
@@ -29,12 +29,21 @@ class Attempt:
         self.terms = terms
         self.aggregator = ChunkAggregator()
         self.answered = False  # a 2xx reply whose body was read
+        self._judged: tuple[StreamError | None, Verdict] | None = None  # (error, verdict)
 
     def verdict(self) -> Verdict:
+        """Judged once the answer is final and kept (the writer and the record both ask), until
+        an error from outside (a client that left) changes it."""
         agg = self.aggregator
+        judged = self._judged
+        if judged is not None and judged[0] is agg.error:
+            return judged[1]
         reason, native = agg.stop
         calls = [(call.id, call.name) for call in agg.tool_calls]
-        return judge(reason, native, agg.error, calls, self.terms.policy)
+        verdict = judge(reason, native, agg.error, calls, self.terms.policy)
+        if agg.final_done:
+            self._judged = (agg.error, verdict)
+        return verdict
 
     def broke(self, error: StreamError) -> None:
         """The answer broke outside the wire (a cancellation, a client that left)."""

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat
+from gateway.encode import Parsed
 from gateway.errors import (
     GatewayError,
     UpstreamError,
@@ -39,6 +40,8 @@ log = logging.getLogger("gateway.exchange")
 STREAM_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 EARLY_ERROR_STATUS = {"overloaded_error": 529, "rate_limit_error": 429, "timeout_error": 504}
 GATEWAY_FAILURE = "The gateway failed while relaying this stream"
+# Events that may end the relay (a Stop only when the upstream stopped with an error).
+TERMINAL = frozenset({StreamEnd, StreamError, Stop})
 
 
 class StreamRun:
@@ -63,32 +66,35 @@ class StreamRun:
             obj, events = None, [unreadable("an event", exc)]
         await self.handle(frame, obj, events)
 
-    async def handle(self, frame: SSEFrame | None, obj: object, events: Sequence[Event]) -> None:
+    async def handle(self, frame: SSEFrame | None, obj: Parsed, events: Sequence[Event]) -> None:
+        """Per upstream frame: the events into the aggregator, then the live ones to the writer;
+        the first terminal event ends the relay (events after it are not read)."""
         agg = self.attempt.aggregator
-        live: list[Event] = []
-        for event in events:
+        for position, event in enumerate(events):
             problem = agg.handle(event)
+            cls = event.__class__
+            if problem is None and cls not in TERMINAL:
+                continue
+            live = events[:position]
             if problem is not None:
                 return await self._fail(live, problem)
-            if isinstance(event, StreamError):
-                return await self._fail(live, event)
             if isinstance(event, StreamEnd):
                 return await self._end(frame, obj, live)
+            if isinstance(event, StreamError):
+                return await self._fail(live, event)
             if isinstance(event, Stop) and event.reason in BROKEN:
                 return await self._fail(live, stopped(event.reason, event.native))
-            live.append(event)
-        out = self.writer.feed(frame, obj if isinstance(obj, dict) else None, live)
+        out = self.writer.feed(frame, obj, events)
         if out:
             await self.write(out)
 
-    async def _end(self, frame: SSEFrame | None, obj: object, live: list[Event]) -> None:
+    async def _end(self, frame: SSEFrame | None, obj: Parsed, live: Sequence[Event]) -> None:
         self.over = True
-        parsed = obj if isinstance(obj, dict) else None
         response = self.attempt.aggregator.final()
-        out = self.writer.feed(frame, parsed, live)
+        out = self.writer.feed(frame, obj, live)
         await self.write(out + self.writer.end(self.attempt.verdict(), response))
 
-    async def _fail(self, live: list[Event], error: StreamError) -> None:
+    async def _fail(self, live: Sequence[Event], error: StreamError) -> None:
         self.over = True
         if self.response is None:
             self.early = error  # nothing reached the client: it gets a real HTTP status

@@ -32,12 +32,13 @@ does, and works against the gateway or straight against any OpenAI- or Anthropic
 
     asyncio.run(main())
 
-Modules: `agent` (AgentLoop, run_loop, Limits, CutPolicy), `result` (LoopResult, Iteration,
-CompletionReason), `errors` (the error tree), `turn` (Turn, ToolCall, StopReason), `messages`
-(the history), `tools` (Tool, Hooks), `guards` (stall and runaway counters), `model` (the
-ModelClient seam), `http`, `openai_chat`, `anthropic_messages` (the two HTTP clients), `reading`
-(a response read into a Turn with the gateway's own SSE decoder, wire decoders, stop-reason tables
-and aggregator), `stops` (the `gateway` extension object).
+Modules: `agent` (AgentLoop, run_loop, Limits, CutPolicy), `watch` (cancellation and the
+deadline), `result` (LoopResult, Iteration, CompletionReason), `errors` (the error tree), `turn`
+(Turn, ToolCall, StopReason), `messages` (the history), `tools` (Tool, Hooks), `guards` (stall and
+runaway counters), `model` (the ModelClient seam), `http`, `openai_chat`, `anthropic_messages`
+(the two HTTP clients), `reading` (a response read into a Turn with the gateway's own SSE
+decoder, wire decoders, stop-reason tables and aggregator), `stops` (the `gateway` extension
+object).
 """
 
 from gateway.loop.agent import TRUNCATION_MARKER, AgentLoop, CutPolicy, Limits, run_loop

@@ -23,22 +23,17 @@ valid on both wires and the same under the gateway's `withhold` and `pass` polic
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 from gateway.loop.errors import (
     CallInterrupted,
-    InterruptedLoopError,
-    LoopError,
     MaxTurnsError,
     RefusedError,
     RunawayError,
     TruncatedError,
     TurnError,
-    WallClockError,
 )
 from gateway.loop.guards import RunawayGuard, StallGuard
 from gateway.loop.messages import AssistantMessage, Message, ToolResult, UserMessage
@@ -54,8 +49,8 @@ from gateway.loop.tools import (
     error_result,
 )
 from gateway.loop.turn import StopReason, ToolCall, Turn, WithheldCall
+from gateway.loop.watch import End, Interrupted, Watch
 
-T = TypeVar("T")
 R = CompletionReason
 TRUNCATION_MARKER = "[System: response truncated at max_tokens]"
 
@@ -113,65 +108,7 @@ _OUTCOMES: dict[StopReason, _Kind] = {
 }
 
 
-@dataclass(slots=True)
-class _End:
-    """How one attempt ended; `text` overrides the last turn's text (the marked cut answer)."""
-
-    reason: CompletionReason
-    error: LoopError | None = None
-    text: str | None = None
-
-
-_Step = _End | Iteration  # the run ends, or the iteration goes on to the checkpoint
-
-
-class _Interrupted(Exception):
-    def __init__(self, end: _End) -> None:
-        super().__init__(end.reason)
-        self.end = end
-
-
-class _Watch:
-    """The cancellation signal and the deadline: checked between steps, and raced against every
-    wait (model call, tool, hook) so neither waits for a slow answer."""
-
-    def __init__(self, cancel: asyncio.Event | None, wall_clock: float | None) -> None:
-        self.cancel = cancel
-        self.wall_clock = wall_clock
-        loop = asyncio.get_running_loop()
-        self.deadline = None if wall_clock is None else loop.time() + wall_clock
-
-    def stopped(self) -> _End | None:
-        if self.cancel is not None and self.cancel.is_set():
-            return _End(R.INTERRUPTED, InterruptedLoopError("the run was cancelled"))
-        if self.deadline is not None and asyncio.get_running_loop().time() >= self.deadline:
-            message = f"the run exceeded its wall-clock limit of {self.wall_clock} s"
-            return _End(R.TIMED_OUT, WallClockError(message))
-        return None
-
-    async def run(self, awaitable: Awaitable[T]) -> T:
-        if self.cancel is None and self.deadline is None:
-            return await awaitable
-        task = asyncio.ensure_future(awaitable)
-        waiters: set[asyncio.Future[Any]] = {task}
-        stopper = asyncio.ensure_future(self.cancel.wait()) if self.cancel is not None else None
-        if stopper is not None:
-            waiters.add(stopper)
-        timeout = None
-        if self.deadline is not None:
-            timeout = max(0.0, self.deadline - asyncio.get_running_loop().time())
-        try:
-            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if stopper is not None:
-                stopper.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if not task.cancelled():
-            return task.result()
-        raise _Interrupted(self.stopped() or _End(R.INTERRUPTED, InterruptedLoopError("cancelled")))
+_Step = End | Iteration  # the run ends, or the iteration goes on to the checkpoint
 
 
 def _marked(text: str) -> str:
@@ -184,7 +121,7 @@ class _Attempt:
     def __init__(
         self,
         loop: AgentLoop,
-        watch: _Watch,
+        watch: Watch,
         number: int,
         start: Sequence[Message],
         record: list[Iteration],
@@ -198,7 +135,7 @@ class _Attempt:
         self.runaway = RunawayGuard(loop.limits.max_steps, loop.limits.max_identical_calls)
         self.turns = 0
 
-    async def run(self) -> _End:
+    async def run(self) -> End:
         while True:
             end = self.watch.stopped()
             if end is not None:
@@ -206,19 +143,19 @@ class _Attempt:
             request = ModelRequest(tuple(self.messages), self.loop.toolbox.tools, self.loop.system)
             try:
                 turn = await self.watch.run(self.loop.model.complete(request))
-            except _Interrupted as stop:
+            except Interrupted as stop:
                 failed = Turn.failed(CallInterrupted("the run stopped while the model answered"))
                 self.record.append(Iteration(self.number, failed))
                 return stop.end
             self.turns += 1
             outcome = await _HANDLERS[_OUTCOMES[turn.stop_reason]](self, turn)
-            if isinstance(outcome, _End):
+            if isinstance(outcome, End):
                 return outcome
             end = self._checkpoint(outcome)
             if end is not None:
                 return end
 
-    def _checkpoint(self, iteration: Iteration) -> _End | None:
+    def _checkpoint(self, iteration: Iteration) -> End | None:
         """The turn's own ending continues the loop; only now, in this order: the cancellation
         signal and the wall clock (so a cancelled iteration is never counted as stalled), the
         stalled-iteration guard, then max_turns."""
@@ -227,15 +164,15 @@ class _Attempt:
             return end
         stalled = self.stall.record(iteration.stalled, iteration.refused_cut)
         if stalled is not None:
-            return _End(R.ERROR, stalled)
+            return End(R.ERROR, stalled)
         return self._turn_limit()
 
-    def _turn_limit(self) -> _End | None:
+    def _turn_limit(self) -> End | None:
         limit = self.loop.limits.max_turns
         if limit is None or self.turns < limit:
             return None
         message = f"the task needs more than max_turns = {limit} model turns"
-        return _End(R.MAX_TURNS, MaxTurnsError(message, limit))
+        return End(R.MAX_TURNS, MaxTurnsError(message, limit))
 
     # --- one handler per turn outcome ---------------------------------------------------------
 
@@ -260,7 +197,7 @@ class _Attempt:
             "tool call(s) were not run"
         )
         text = _marked(turn.text) if marker else turn.text
-        return _End(R.TRUNCATED, TruncatedError(message, turn, announced), text)
+        return End(R.TRUNCATED, TruncatedError(message, turn, announced), text)
 
     async def _continue(self, turn: Turn) -> _Step:
         iteration = Iteration(self.number, turn)
@@ -275,7 +212,7 @@ class _Attempt:
     async def _refused(self, turn: Turn) -> _Step:
         self.record.append(Iteration(self.number, turn))
         message = f"the model refused ({turn.stop_reason.value}: {turn.native_stop_reason})"
-        return _End(R.REFUSED, RefusedError(message, turn))
+        return End(R.REFUSED, RefusedError(message, turn))
 
     async def _failed(self, turn: Turn) -> _Step:
         self.record.append(Iteration(self.number, turn))
@@ -285,19 +222,19 @@ class _Attempt:
             message = (
                 f"the model turn ended in {turn.stop_reason.value} ({turn.native_stop_reason})"
             )
-        return _End(R.ERROR, TurnError(message, turn))
+        return End(R.ERROR, TurnError(message, turn))
 
     # --- tool calls ---------------------------------------------------------------------------
 
-    def _finish(self, turn: Turn, reason: CompletionReason, *, marker: bool = False) -> _End:
+    def _finish(self, turn: Turn, reason: CompletionReason, *, marker: bool = False) -> End:
         self.record.append(Iteration(self.number, turn))
         if turn.text:
             self.messages.append(AssistantMessage(turn.text))
-        return _End(reason, None, _marked(turn.text) if marker else None)
+        return End(reason, None, _marked(turn.text) if marker else None)
 
     def _refuse(
         self, turn: Turn, announced: tuple[WithheldCall, ...]
-    ) -> tuple[list[ToolResult], _End | None]:
+    ) -> tuple[list[ToolResult], End | None]:
         """Every call of a cut response is a step, and one whose arguments arrived counts toward
         the identical-call streak like any other (a withheld call's arguments are unknown)."""
         written = {call.id: call for call in turn.tool_calls}
@@ -307,10 +244,10 @@ class _Attempt:
             tripped = self.runaway.step(seen.identity() if seen else None, call.name)
             results.append(ToolResult(call.id, call.name, CUT_CALL_RESULT, is_error=True))
             if tripped is not None:
-                return results, _End(R.RUNAWAY, tripped)
+                return results, End(R.RUNAWAY, tripped)
         return results, None
 
-    async def _run_calls(self, calls: tuple[ToolCall, ...]) -> tuple[list[ToolResult], _End | None]:
+    async def _run_calls(self, calls: tuple[ToolCall, ...]) -> tuple[list[ToolResult], End | None]:
         results: list[ToolResult] = []
         toolbox = self.loop.toolbox
         for call in calls:
@@ -321,13 +258,13 @@ class _Attempt:
             problem = toolbox.problem(call)
             if tripped is not None:
                 results.append(error_result(call, problem or ABORTED_RESULT))
-                return results, _End(R.RUNAWAY, tripped)
+                return results, End(R.RUNAWAY, tripped)
             if problem is not None:
                 results.append(error_result(call, problem))
                 continue
             try:
                 results.append(await self._run_one(call))
-            except _Interrupted as stop:
+            except Interrupted as stop:
                 results.append(error_result(call, CANCELLED_RESULT))
                 return results, stop.end
         return results, None
@@ -349,7 +286,7 @@ class _Attempt:
         turn: Turn,
         shown: tuple[ToolCall, ...],
         results: list[ToolResult],
-        end: _End | None,
+        end: End | None,
         *,
         refused_cut: bool,
     ) -> _Step:
@@ -416,7 +353,7 @@ class AgentLoop:
         history: Sequence[Message] = (),
         cancel: asyncio.Event | None = None,
     ) -> LoopResult:
-        watch = _Watch(cancel, self.limits.wall_clock)
+        watch = Watch(cancel, self.limits.wall_clock)
         start = (*history, UserMessage(prompt))
         record: list[Iteration] = []
         attempt = _Attempt(self, watch, 1, start, record)

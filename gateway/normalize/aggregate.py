@@ -85,7 +85,16 @@ class AggregatedResponse:
 
 
 class ChunkAggregator:
-    __slots__ = ("_args", "_calls", "_ended", "_final", "_refusal", "_resp", "_text", "_thinking")
+    __slots__ = (
+        "_args",
+        "_calls",
+        "_final",
+        "_handlers",
+        "_refusal",
+        "_resp",
+        "_text",
+        "_thinking",
+    )
 
     def __init__(self) -> None:
         self._resp = AggregatedResponse()
@@ -94,7 +103,7 @@ class ChunkAggregator:
         self._refusal: list[str] = []
         self._calls: list[ToolCall] = []
         self._args: list[list[str]] = []
-        self._ended = False
+        self._handlers = _HANDLERS  # _AFTER_END once the stream ended
         self._final = False
 
     @property
@@ -111,6 +120,11 @@ class ChunkAggregator:
         return self._resp.error
 
     @property
+    def final_done(self) -> bool:
+        """`final()` ran: nothing but a StreamError from outside changes the response now."""
+        return self._final
+
+    @property
     def snapshot(self) -> AggregatedResponse:
         """The response so far, without joining text or parsing arguments."""
         return self._resp
@@ -123,13 +137,14 @@ class ChunkAggregator:
         (the response is then broken, as by a StreamError)."""
         if self._resp.error is not None:
             return None  # a broken stream stays broken, whatever follows it
-        if self._ended and not isinstance(event, StreamError):
-            return self._violation(f"{type(event).__name__} after the end of the stream")
-        handler = _HANDLERS.get(type(event))
+        handler = self._handlers.get(event.__class__)
         if handler is None:
             return None
         problem: StreamError | None = handler(self, event)
         return problem
+
+    def _late(self, event: Event) -> StreamError:
+        return self._violation(f"{type(event).__name__} after the end of the stream")
 
     def _violation(self, problem: str) -> StreamError:
         error = StreamError("protocol", f"upstream stream out of order: {problem}")
@@ -181,7 +196,7 @@ class ChunkAggregator:
         resp.stop_details = event.details
 
     def _end(self, event: StreamEnd) -> None:
-        self._ended = True
+        self._handlers = _AFTER_END
         self._resp.complete = True
         self._resp.terminator_seen = event.terminator_seen
 
@@ -246,5 +261,10 @@ _HANDLERS: dict[type, Any] = {
     Usage: ChunkAggregator._usage,
     Stop: ChunkAggregator._stop,
     StreamEnd: ChunkAggregator._end,
+    StreamError: ChunkAggregator._error,
+}
+# After the end, any event but an error from outside (the client left) breaks the order.
+_AFTER_END: dict[type, Any] = {
+    **dict.fromkeys(_HANDLERS, ChunkAggregator._late),
     StreamError: ChunkAggregator._error,
 }

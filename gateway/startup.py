@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Final, Literal
-from urllib.parse import urlsplit
 
 from gateway.audit.store import open_store, redact_url, sqlite_path
 from gateway.settings import ProviderSettings, RouteSettings, Settings, default_settings
+from providers.http import host_port
 
 ConfigOrigin = Literal["--config", "$GATEWAY_CONFIG", "built-in default"]
 FORWARDED: Final = "the client's own credentials are forwarded"
@@ -104,20 +104,8 @@ def _describe_provider(provider: ProviderSettings, env: Mapping[str, str]) -> st
         key = f"key from ${provider.api_key_env} ({state})"
     else:
         key = f"no key ({FORWARDED})"
-    return f"kind {provider.kind}, host {_host(provider.base_url)}, {key}"
-
-
-def _host(url: str | None) -> str:
-    """The URL's host and explicit port, never its user info."""
-    parts = urlsplit(url or "")
-    host = parts.hostname or "?"
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return f"{host}:{port}" if port is not None else host
+    host = host_port(provider.base_url or "", default_port=False)
+    return f"kind {provider.kind}, host {host}, {key}"
 
 
 def _key_warnings(settings: Settings, env: Mapping[str, str]) -> Iterator[str]:

@@ -109,7 +109,7 @@ class HttpTransport:
     def _send_error(self, exc: BaseException, url: str) -> UpstreamError:
         """The provider, the upstream's host:port and the cause in words: these messages reach
         clients, so never the URL's user info, path or query, a header, or an exception's text."""
-        where = f"upstream {self._provider!r} at {_host_port(url)}"
+        where = f"upstream {self._provider!r} at {host_port(url)}"
         if isinstance(exc, aiohttp.ConnectionTimeoutError):
             limit = self._timeout.sock_connect
             return UpstreamTimeout(
@@ -136,7 +136,9 @@ _RESOLVER_ERRNOS: Final[Mapping[int, str]] = {
 }
 
 
-def _host_port(url: str) -> str:
+def host_port(url: str, *, default_port: bool = True) -> str:
+    """The URL's host and port (the scheme's own when `default_port` and none is given), never
+    its user info, path or query: what a message may say of an upstream."""
     parts = urlsplit(url)
     host = parts.hostname or "?"
     if ":" in host:
@@ -145,7 +147,9 @@ def _host_port(url: str) -> str:
         port = parts.port
     except ValueError:
         return host
-    return f"{host}:{port or (443 if parts.scheme == 'https' else 80)}"
+    if port is None and default_port:
+        port = 443 if parts.scheme == "https" else 80
+    return f"{host}:{port}" if port is not None else host
 
 
 def _connect_cause(exc: aiohttp.ClientConnectorError) -> str:

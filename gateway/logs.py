@@ -1,7 +1,9 @@
 """Structured logs: one JSON object per line on stderr.
 
 Fields given through `extra=` become top-level keys; the standard LogRecord attributes other
-than the time, level, logger and message are left out. Nothing here adds content of its own:
+than the time, level, logger and message are left out. A call site with many fields passes them
+as one dict, `extra={FIELDS: {...}}`: logging then copies one attribute instead of each field,
+which matters for the line every exchange writes. Nothing here adds content of its own:
 what a log line holds is what its call site put there, and call sites never pass message text,
 tool arguments or credentials (exception messages included: they can quote request data).
 """
@@ -14,6 +16,8 @@ import time
 from typing import Any
 
 import orjson
+
+FIELDS = "fields"  # an extra= key whose dict value is merged into the line
 
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
@@ -31,9 +35,14 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key, value in record.__dict__.items():
-            if key not in _STANDARD and not key.startswith("_"):
-                line[key] = value
+        extra = record.__dict__
+        fields = extra.get(FIELDS)
+        if type(fields) is dict:
+            line.update(fields)
+        else:
+            for key, value in extra.items():
+                if key not in _STANDARD and not key.startswith("_"):
+                    line[key] = value
         if record.exc_info and record.exc_info[0] is not None:
             line["exception_class"] = record.exc_info[0].__name__
         return orjson.dumps(line, default=str).decode()

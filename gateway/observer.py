@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import Any
 
+from gateway import logs
 from gateway.audit.record import AuditRecord
 from gateway.audit.writer import AuditWriter
 from gateway.metrics import GatewayMetrics, is_upstream_error
@@ -69,6 +70,6 @@ class ExchangeObserver:
                     "http_status": record.http_status,
                 },
             )
-        log.info("exchange", extra=log_fields(record))
+        log.info("exchange", extra={logs.FIELDS: log_fields(record)})
         if self.writer is not None:
             await self.writer.submit(record)

@@ -62,7 +62,7 @@ class _Frozen(BaseModel):
 class ServerSettings(_Frozen):
     host: NonEmptyStr = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
-    # On SIGTERM/SIGINT: seconds in-flight exchanges get to finish before the audit flush.
+    # On SIGTERM, SIGINT or SIGHUP: seconds in-flight exchanges get to finish before the flush.
     shutdown_grace: Seconds = 30.0
 
 
@@ -99,6 +99,8 @@ class ProviderSettings(_Frozen):
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError("must be an http:// or https:// URL")
+        if "@" in parts.netloc:  # never echoed: the user info is a credential
+            raise ValueError("must not hold credentials (give the key as api_key_env)")
         # Providers append paths such as "/chat/completions".
         return url.rstrip("/")
 

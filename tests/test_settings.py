@@ -294,6 +294,10 @@ OPENAI_X = '[providers.x]\nkind = "openai"\n'
             OPENAI_X + 'base_url = "localhost:1"',
             "providers.x.base_url: must be an http:// or https:// URL",
         ),
+        (
+            OPENAI_X + 'base_url = "https://user:12345@example.test/v1"',
+            "providers.x.base_url: must not hold credentials (give the key as api_key_env)",
+        ),
         (OPENAI_X + "api_key = 12345", "providers.x.api_key: must be a valid string"),
         (
             '[truncation]\ntool_calls = "drop"',

@@ -11,7 +11,7 @@ dropped. Tool-call ids are kept unchanged: Anthropic matches `tool_result.tool_u
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,9 +127,9 @@ def _system_message(message: Block, path: str, conversation: _Conversation) -> N
 
 def _user_message(message: Block, path: str, conversation: _Conversation) -> None:
     content, content_path = message.get("content"), f"{path}.content"
-    blocks: list[Block | None]
+    blocks: Sequence[Block | None]
     if isinstance(content, str):
-        blocks = list(_text_blocks([content]))
+        blocks = _text_blocks([content])
     elif isinstance(content, list):
         blocks = [_user_part(part, f"{content_path}[{j}]") for j, part in enumerate(content)]
     else:

@@ -97,7 +97,7 @@ def test_every_kind_of_key_source(tmp_path):
                 "from_env": {"kind": "openai", "api_key_env": "GW_TEST_SET"},
                 "env_unset": {
                     "kind": "anthropic",
-                    "base_url": "https://user:pg-SECRET@llm.internal:8443/prefix?k=v",
+                    "base_url": "https://llm.internal:8443/pg-SECRET?k=pg-SECRET",
                     "api_key_env": "GW_TEST_UNSET",
                 },
                 "env_empty": {"kind": "openai", "api_key_env": "GW_TEST_EMPTY"},

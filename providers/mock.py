@@ -5,7 +5,9 @@ api.anthropic.com would send; one encoder turns that list into SSE frames (strea
 into the Message body (non-streaming), so the two forms can never disagree. The scenario is the
 request's model minus a leading "mock-" (`mock-tool` -> `tool`); an unknown name gets `text`.
 `mock-agent` answers from the conversation, for agent loops: it calls the first tool given until
-the last user message holds a tool_result, then quotes that result's first line (end_turn).
+the last user message holds a tool_result, then quotes that result's first line (end_turn). The
+call's arguments are `{"city": "Paris"}`, or, when the tool requires other properties, the user's
+first message in each of them (a sub-agent tool gets the question as its `task`).
 
     provider = MockProvider()
     reply = await provider.send(ProviderRequest(body=b'{"model": "mock-tool", ...}', stream=True))
@@ -55,6 +57,8 @@ class _Ask:
     max_tokens: int | None
     input_tokens: int
     tool_result: str | None = None  # first line of a tool_result in the last user message
+    first_required: tuple[str, ...] = ()  # the `required` properties of the first tool's schema
+    prompt: str = ""  # the text of the first user message
 
 
 def _read_request(body: bytes, default_model: str) -> _Ask:
@@ -75,7 +79,25 @@ def _read_request(body: bytes, default_model: str) -> _Ask:
         max_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
         input_tokens=max(1, len(body) // 4),
         tool_result=_last_tool_result(data.get("messages")),
+        first_required=_required(tools[0].get("input_schema") if tools else None),
+        prompt=_first_user_text(data.get("messages")),
     )
+
+
+def _required(schema: Any) -> tuple[str, ...]:
+    required = schema.get("required") if isinstance(schema, dict) else None
+    return tuple(r for r in required if isinstance(r, str)) if isinstance(required, list) else ()
+
+
+def _first_user_text(messages: Any) -> str:
+    for message in messages if isinstance(messages, list) else ():
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                texts = [b.get("text") for b in content if isinstance(b, dict)]
+                content = "\n".join(t for t in texts if isinstance(t, str))
+            return content if isinstance(content, str) else ""
+    return ""
 
 
 def _last_tool_result(messages: Any) -> str | None:
@@ -231,10 +253,19 @@ def _s_thinking(ask: _Ask) -> list[Event]:
     return _message(ask, [*_thinking(0, reasoning), *_text(1, _HELLO)], "end_turn")
 
 
+def _agent_arguments(ask: _Ask) -> list[str]:
+    """`{"city": "Paris"}`, unless the first tool requires other properties: each of those gets
+    the user's prompt (so a sub-agent tool's `task` is the question the agent was asked)."""
+    if set(ask.first_required) <= {"city"}:
+        return _PARIS
+    values = {name: "Paris" if name == "city" else ask.prompt for name in ask.first_required}
+    return ["", orjson.dumps(values).decode()]
+
+
 def _s_agent(ask: _Ask) -> list[Event]:
     """One step of a one-tool agent: call the first tool, then quote what it answered."""
     if ask.tool_result is None:
-        return _message(ask, _tool(0, _tool_name(ask, 0), _PARIS), "tool_use")
+        return _message(ask, _tool(0, _tool_name(ask, 0), _agent_arguments(ask)), "tool_use")
     return _message(ask, _text(0, f'The tool answered: "{ask.tool_result}"'), "end_turn")
 
 

@@ -3,6 +3,7 @@ and the `mock-agent` scenario it relies on."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -113,3 +114,40 @@ async def test_mock_agent_quotes_the_first_line_of_a_tool_result(content):
     message = await mock_agent(messages, ["w"])
     assert message["stop_reason"] == "end_turn"
     assert message["content"] == [{"type": "text", "text": 'The tool answered: "Rain"'}]
+
+
+def readme_block(after_heading: str, lang: str, nth: int = 0) -> str:
+    """The `nth` fenced block in language `lang` of the README section under `after_heading`."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split(f"\n{after_heading}\n", 1)[1].split("\n## ", 1)[0]
+    return section.split(f"```{lang}\n")[nth + 1].split("```", 1)[0]
+
+
+def test_the_readme_subagent_example_prints_what_the_readme_says(stack, capsys):
+    example = readme_block("### Sub-agents", "python")
+    printed = readme_block("### Sub-agents", "text", nth=1)
+    assert "subagent_tool(" in example and len(example.splitlines()) <= 40
+
+    out = run_example(example.replace("http://127.0.0.1:8080", stack.urls["withhold"]), capsys)
+
+    assert out == printed
+    assert "Status: SUCCESS\nIterations: 2\n" in out
+
+
+async def test_mock_agent_puts_the_prompt_in_each_required_property_but_city():
+    body = {
+        "model": "mock-agent",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": [
+            {
+                "name": "ask",
+                "input_schema": {"type": "object", "required": ["task", "city"]},
+            }
+        ],
+    }
+    reply = await MockProvider().send(
+        ProviderRequest(orjson.dumps(body), stream=False, model="mock-agent")
+    )
+    message = orjson.loads(await reply.read())
+    assert message["content"][0]["input"] == {"task": "Weather in Paris?", "city": "Paris"}

@@ -36,9 +36,10 @@ Modules: `agent` (AgentLoop, run_loop, Limits, CutPolicy), `watch` (cancellation
 deadline), `result` (LoopResult, Iteration, CompletionReason), `errors` (the error tree), `turn`
 (Turn, ToolCall, StopReason), `messages` (the history), `tools` (Tool, Hooks), `guards` (stall and
 runaway counters), `model` (the ModelClient seam), `http`, `openai_chat`, `anthropic_messages`
-(the two HTTP clients), `reading` (a response read into a Turn with the gateway's own SSE
-decoder, wire decoders, stop-reason tables and aggregator), `stops` (the `gateway` extension
-object).
+(the two HTTP clients), `subagent` (a loop run as another loop's tool, and the result text its
+parent reads), `shorten` (the middle of an answer elided, its end kept), `reading` (a response
+read into a Turn with the gateway's own SSE decoder, wire decoders, stop-reason tables and
+aggregator), `stops` (the `gateway` extension object).
 """
 
 from gateway.loop.agent import TRUNCATION_MARKER, AgentLoop, CutPolicy, Limits, run_loop
@@ -67,14 +68,24 @@ from gateway.loop.messages import AssistantMessage, Message, ToolResult, UserMes
 from gateway.loop.model import ModelClient, ModelRequest
 from gateway.loop.openai_chat import OpenAIChatClient
 from gateway.loop.result import CompletionReason, Iteration, LoopResult
-from gateway.loop.tools import ABORTED_RESULT, CANCELLED_RESULT, CUT_CALL_RESULT, Hooks, Tool
-from gateway.loop.turn import StopReason, ToolCall, Turn, WithheldCall
+from gateway.loop.shorten import shorten
+from gateway.loop.subagent import INCOMPLETE_NOTE, result_text, subagent_tool
+from gateway.loop.tools import (
+    ABORTED_RESULT,
+    CANCELLED_RESULT,
+    CUT_CALL_RESULT,
+    Hooks,
+    Tool,
+    ToolOutput,
+)
+from gateway.loop.turn import StopReason, TokenCounts, ToolCall, Turn, WithheldCall
 
 __all__ = [
     "ABORTED_RESULT",
     "ALL_REFUSED_SUFFIX",
     "CANCELLED_RESULT",
     "CUT_CALL_RESULT",
+    "INCOMPLETE_NOTE",
     "STALLED_MESSAGE",
     "TRUNCATION_MARKER",
     "AgentLoop",
@@ -105,8 +116,10 @@ __all__ = [
     "StalledError",
     "StopReason",
     "StreamBroken",
+    "TokenCounts",
     "Tool",
     "ToolCall",
+    "ToolOutput",
     "ToolResult",
     "TruncatedError",
     "Turn",
@@ -114,5 +127,8 @@ __all__ = [
     "UserMessage",
     "WallClockError",
     "WithheldCall",
+    "result_text",
     "run_loop",
+    "shorten",
+    "subagent_tool",
 ]

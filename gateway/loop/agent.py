@@ -23,6 +23,7 @@ valid on both wires and the same under the gateway's `withhold` and `pass` polic
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ from gateway.loop.tools import (
     error_result,
 )
 from gateway.loop.turn import StopReason, ToolCall, Turn, WithheldCall
-from gateway.loop.watch import End, Interrupted, Watch
+from gateway.loop.watch import CURRENT, End, Interrupted, Watch
 
 R = CompletionReason
 TRUNCATION_MARKER = "[System: response truncated at max_tokens]"
@@ -276,9 +277,15 @@ class _Attempt:
             return error_result(call, f"Permission denied: the call to {call.name!r} was refused")
         if hooks.before_tool is not None:
             await self.watch.run(hooks.before_tool(call))
-        result = await self.watch.run(self.loop.toolbox.run(call))
+        toolbox = self.loop.toolbox
+        if toolbox.stops_with_run(call):
+            result = await toolbox.run(call)  # it ends itself under this run's watch
+        else:
+            result = await self.watch.run(toolbox.run(call))
         if hooks.after_tool is not None:
-            await self.watch.run(hooks.after_tool(call, result))
+            # A run stopping now keeps the call's own result; the next check ends the run.
+            with contextlib.suppress(Interrupted):
+                await self.watch.run(hooks.after_tool(call, result))
         return result
 
     def _settle(
@@ -295,7 +302,7 @@ class _Attempt:
         filler = CANCELLED_RESULT if interrupted else ABORTED_RESULT
         answered = {result.call_id for result in results}
         results += [error_result(c, filler) for c in shown if c.id not in answered]
-        stalled = bool(results) and all(result.is_error for result in results)
+        stalled = bool(results) and all(result.failed for result in results)
         self.messages.append(AssistantMessage(turn.text, shown))
         self.messages.extend(results)
         iteration = Iteration(self.number, turn, tuple(results), refused_cut, stalled)
@@ -322,7 +329,9 @@ class AgentLoop:
 
     A runaway in a fresh conversation (no `history`) is retried once from the identical prompt;
     a continued conversation is not retried. Cancelling the task running `run` raises
-    CancelledError as usual; setting `cancel` ends the run with INTERRUPTED and a result.
+    CancelledError as usual; setting `cancel` ends the run with INTERRUPTED and a result. A run
+    started inside a tool of another run (a sub-agent) also stops when that run is cancelled or
+    out of time.
     """
 
     def __init__(
@@ -353,7 +362,14 @@ class AgentLoop:
         history: Sequence[Message] = (),
         cancel: asyncio.Event | None = None,
     ) -> LoopResult:
-        watch = Watch(cancel, self.limits.wall_clock)
+        watch = Watch(cancel, self.limits.wall_clock, parent=CURRENT.get())
+        token = CURRENT.set(watch)
+        try:
+            return await self._run(watch, prompt, history)
+        finally:
+            CURRENT.reset(token)
+
+    async def _run(self, watch: Watch, prompt: str, history: Sequence[Message]) -> LoopResult:
         start = (*history, UserMessage(prompt))
         record: list[Iteration] = []
         attempt = _Attempt(self, watch, 1, start, record)

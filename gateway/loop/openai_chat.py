@@ -95,6 +95,7 @@ class OpenAIChatCodec:
             ]
         if stream:
             body["stream"] = True
+            body["stream_options"] = {"include_usage": True}  # token counts for the result
         return body
 
 

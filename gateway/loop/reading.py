@@ -21,7 +21,7 @@ from gateway.formats.registry import UNREADABLE, Wire
 from gateway.formats.sse import SSEDecoder, SSEFrame
 from gateway.loop.errors import StreamBroken
 from gateway.loop.stops import ending, withheld_calls
-from gateway.loop.turn import ToolCall, Turn
+from gateway.loop.turn import TokenCounts, ToolCall, Turn
 from gateway.normalize.aggregate import AggregatedResponse, ChunkAggregator
 
 
@@ -97,6 +97,7 @@ def body_turn(wire: Wire, body: Any) -> Turn:
 
 def turn_of(resp: AggregatedResponse, ext: Any, native: str | None, raw: Any = None) -> Turn:
     calls = tuple(ToolCall.from_json(c.id, c.name, c.arguments) for c in resp.tool_calls)
+    tokens = TokenCounts(resp.usage.input_tokens or 0, resp.usage.output_tokens or 0)
     if resp.error is not None:
         ext_native = ext.get("native_stop_reason") if isinstance(ext, dict) else None
         return Turn.failed(
@@ -106,6 +107,7 @@ def turn_of(resp: AggregatedResponse, ext: Any, native: str | None, raw: Any = N
             tool_calls=calls,
             withheld=withheld_calls(ext),
             raw=raw,
+            tokens=tokens,
         )
     end = ending(ext, resp.native_stop_reason, resp.stop_reason)
     return Turn(
@@ -117,4 +119,5 @@ def turn_of(resp: AggregatedResponse, ext: Any, native: str | None, raw: Any = N
         end.withheld,
         refusal=resp.refusal,
         raw=raw,
+        tokens=tokens,
     )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from gateway.loop.errors import LoopError, RunawayError
 from gateway.loop.messages import Message, ToolResult
-from gateway.loop.turn import Turn
+from gateway.loop.turn import TokenCounts, Turn
 
 
 class CompletionReason(enum.StrEnum):
@@ -47,6 +47,11 @@ class Iteration:
     refused_cut: bool = False
     stalled: bool = False
 
+    @property
+    def subagents(self) -> tuple[LoopResult, ...]:
+        """The results of the sub-agents this iteration's tool calls ran, in call order."""
+        return tuple(r.subagent for r in self.results if r.subagent is not None)
+
 
 @dataclass(frozen=True, slots=True)
 class LoopResult:
@@ -68,3 +73,11 @@ class LoopResult:
     @property
     def turns(self) -> tuple[Turn, ...]:
         return tuple(iteration.turn for iteration in self.iterations)
+
+    @property
+    def tokens(self) -> TokenCounts:
+        """What every model turn of the run used, the retried conversation included."""
+        total = TokenCounts()
+        for iteration in self.iterations:
+            total += iteration.turn.tokens
+        return total

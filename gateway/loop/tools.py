@@ -10,8 +10,9 @@
         get_weather,
     )
 
-A tool returns the text of its result; raising makes an error result that carries the
-exception's class and message, so the model can react. Arguments are checked before a call
+A tool returns the text of its result, or a `ToolOutput` (text, error flag, and the typed
+result of a sub-agent it ran); raising makes an error result that carries the exception's class
+and message, so the model can react. Arguments are checked before a call
 runs: they must be a JSON object holding the schema's `required` properties; anything finer is
 the tool's own business (raise to reject).
 """
@@ -20,10 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.loop.messages import ToolResult
 from gateway.loop.turn import ToolCall
+
+if TYPE_CHECKING:
+    from gateway.loop.result import LoopResult
 
 CUT_CALL_RESULT = (
     "Not run: the response carrying this tool call was cut at max tokens, so the call was not "
@@ -32,15 +36,32 @@ CUT_CALL_RESULT = (
 ABORTED_RESULT = "Operation aborted"
 CANCELLED_RESULT = "Cancelled: the run was interrupted before this tool call finished"
 
-ToolFunction = Callable[[dict[str, Any]], Awaitable[str]]
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a tool may return instead of bare text: `is_error` marks a failure without raising;
+    `subagent` is the typed result of the sub-agent the tool ran, for code (the model reads
+    `content` only)."""
+
+    content: str
+    is_error: bool = False
+    subagent: LoopResult | None = None
+
+
+ToolFunction = Callable[[dict[str, Any]], Awaitable["str | ToolOutput"]]
 
 
 @dataclass(frozen=True, slots=True)
 class Tool:
+    """`stops_with_run`: the tool itself ends promptly when the run is cancelled or out of time
+    (a sub-agent does: it runs under the parent's cancellation and deadline), so the loop waits
+    for its result instead of cancelling it, and the record keeps what the tool says happened."""
+
     name: str
     description: str
     parameters: Mapping[str, Any]  # a JSON schema of an object
     run: ToolFunction
+    stops_with_run: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +109,9 @@ class Toolbox:
             return f"Invalid arguments for tool {call.name!r}: missing required {names}"
         return None
 
+    def stops_with_run(self, call: ToolCall) -> bool:
+        return self._tools[call.name].stops_with_run
+
     async def run(self, call: ToolCall) -> ToolResult:
         """Run a call `problem` found nothing wrong with; a raising tool gives an error result."""
         assert call.parsed is not None
@@ -95,6 +119,10 @@ class Toolbox:
             content = await self._tools[call.name].run(dict(call.parsed))
         except Exception as exc:
             return error_result(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}")
+        if isinstance(content, ToolOutput):
+            return ToolResult(
+                call.id, call.name, content.content, content.is_error, content.subagent
+            )
         if not isinstance(content, str):
             kind = type(content).__name__
             return error_result(call, f"Tool {call.name!r} returned {kind}, not text")

@@ -19,7 +19,23 @@ import orjson
 from gateway.events import CUT_STOP_REASONS, StopReason
 from gateway.loop.errors import ModelError
 
-__all__ = ["CUT_STOP_REASONS", "StopReason", "ToolCall", "Turn", "WithheldCall"]
+__all__ = ["CUT_STOP_REASONS", "StopReason", "TokenCounts", "ToolCall", "Turn", "WithheldCall"]
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCounts:
+    """Tokens a model call used, as its response reported them (0 where it reported none).
+    `input` includes cached input tokens."""
+
+    input: int = 0
+    output: int = 0
+
+    def __add__(self, other: TokenCounts) -> TokenCounts:
+        return TokenCounts(self.input + other.input, self.output + other.output)
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +104,7 @@ class Turn:
     refusal: str = ""
     error: ModelError | None = None
     raw: Any = field(default=None, repr=False, compare=False)
+    tokens: TokenCounts = field(default=TokenCounts(), compare=False)
 
     @classmethod
     def failed(
@@ -99,8 +116,19 @@ class Turn:
         tool_calls: tuple[ToolCall, ...] = (),
         withheld: tuple[WithheldCall, ...] = (),
         raw: Any = None,
+        tokens: TokenCounts = TokenCounts(),
     ) -> Turn:
-        return cls(text, tool_calls, StopReason.ERROR, native, True, withheld, error=error, raw=raw)
+        return cls(
+            text,
+            tool_calls,
+            StopReason.ERROR,
+            native,
+            True,
+            withheld,
+            error=error,
+            raw=raw,
+            tokens=tokens,
+        )
 
     @property
     def announced_calls(self) -> tuple[WithheldCall, ...]:

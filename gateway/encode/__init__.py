@@ -21,6 +21,7 @@ from gateway.events import Event, StopReason, StreamError
 from gateway.formats.sse import SSEFrame
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Policy, Verdict, extension, judge
+from gateway.translate.translation import NOTHING_DROPPED, Dropped
 
 Parsed = dict[str, Any] | None
 
@@ -34,9 +35,16 @@ class ReplyTerms:
     model: str  # the client's model name, shown when the upstream names none
     policy: Policy
     include_usage: bool = False  # an OpenAI client asked for stream_options.include_usage
+    dropped: Dropped = NOTHING_DROPPED  # what the request translation could not carry
 
     def extension(self, verdict: Verdict) -> dict[str, Any]:
-        return extension(verdict, self.provider, self.request_id)
+        ext = extension(verdict, self.provider, self.request_id)
+        dropped = self.dropped
+        if dropped.fields:
+            ext["dropped_fields"] = list(dropped.fields)
+        if dropped.tools or dropped.items:
+            ext["dropped"] = {"tools": list(dropped.tools), "input_items": dict(dropped.items)}
+        return ext
 
     def judge(
         self, reason: StopReason, native: str | None, calls: Sequence[tuple[str, str]]

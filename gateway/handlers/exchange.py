@@ -37,7 +37,7 @@ from gateway.handlers.validation import RequestBody, nested_too_deep, parse_json
 from gateway.handlers.whole import whole_reply
 from gateway.observer import ExchangeObserver
 from gateway.settings import ResolvedRoute, Settings
-from gateway.translate.table import translate_request
+from gateway.translate.table import NOTHING_DROPPED, Dropped, translate_request
 from providers.base import Provider, ProviderRequest
 
 FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "x-api-key", "authorization")
@@ -158,9 +158,11 @@ async def _attempt(
     client, record = exchange.client, exchange.record
     wire = wire_for(provider.wire)
     policy = gateway.settings.truncation.tool_calls
-    terms = ReplyTerms(exchange.id, provider.name, body.model, policy, body.include_usage)
+    payload, dropped = _upstream_payload(client, wire.name, obj, raw, route.upstream_model)
+    terms = ReplyTerms(
+        exchange.id, provider.name, body.model, policy, body.include_usage, dropped=dropped
+    )
     attempt = exchange.attempt = Attempt(provider, wire, terms)
-    payload = _upstream_payload(client, wire.name, obj, raw, route.upstream_model)
     headers = {k: request.headers[k] for k in FORWARDED_HEADERS if k in request.headers}
     upstream = ProviderRequest(payload, record.stream, route.upstream_model, headers=headers)
     reply = await provider.send(upstream)
@@ -177,14 +179,15 @@ async def _attempt(
 
 def _upstream_payload(
     client: ClientFormat, wire: str, obj: dict[str, Any], raw: bytes, upstream_model: str
-) -> bytes:
+) -> tuple[bytes, Dropped]:
     """What goes upstream: the client's own bytes when the wire is the client's and the route
-    does not rename the model; else the body renamed or translated."""
+    does not rename the model; else the body renamed or translated, with what it dropped."""
     if client.relays(wire) and obj.get("model") == upstream_model:
-        return raw
+        return raw, NOTHING_DROPPED
     try:
         if client.relays(wire):
-            return orjson.dumps({**obj, "model": upstream_model})
-        return orjson.dumps(translate_request(client.name, wire, obj, upstream_model))
+            return orjson.dumps({**obj, "model": upstream_model}), NOTHING_DROPPED
+        translation = translate_request(client.name, wire, obj, upstream_model)
+        return orjson.dumps(translation.body), translation.dropped
     except orjson.JSONEncodeError:  # nested deeper than the encoder writes (tool inputs too)
         raise nested_too_deep(client.endpoint, obj) from None

@@ -1,4 +1,12 @@
-"""The one table choosing a request translator per (client format, upstream wire) pair."""
+"""The one table choosing a request translator per (client format, upstream wire) pair.
+
+A translator returns the upstream body and what of the client's request it could not carry, by
+name only (never a value): the `gateway` object and the audit record list them, so nothing is
+dropped silently.
+
+    translation = translate_request("openai", "anthropic", body, "claude-x")
+    translation.body, translation.dropped.fields       # ("seed", "logprobs")
+"""
 
 from __future__ import annotations
 
@@ -7,18 +15,32 @@ from typing import Any
 
 from gateway.errors import InvalidRequest
 from gateway.translate import anthropic_openai, openai_anthropic
+from gateway.translate.translation import NOTHING_DROPPED, Dropped, Translation
 
-Translator = Callable[[dict[str, Any], str], dict[str, Any]]
+__all__ = ["NOTHING_DROPPED", "TRANSLATORS", "Dropped", "Translation", "translate_request"]
+
+
+Translator = Callable[[dict[str, Any], str], Translation]
+
+
+def _carried(translate: Callable[[dict[str, Any], str], dict[str, Any]]) -> Translator:
+    """A translator that reports no drops yet."""
+
+    def translator(body: dict[str, Any], upstream_model: str) -> Translation:
+        return Translation(translate(body, upstream_model))
+
+    return translator
+
 
 TRANSLATORS: dict[tuple[str, str], Translator] = {
-    ("openai", "anthropic"): openai_anthropic.translate_request,
-    ("anthropic", "openai"): anthropic_openai.translate_request,
+    ("openai", "anthropic"): _carried(openai_anthropic.translate_request),
+    ("anthropic", "openai"): _carried(anthropic_openai.translate_request),
 }
 
 
 def translate_request(
     client: str, wire: str, body: dict[str, Any], upstream_model: str
-) -> dict[str, Any]:
+) -> Translation:
     """The client's body translated for an upstream of another wire (same-format traffic is a
     passthrough and never comes here)."""
     translator = TRANSLATORS.get((client, wire))

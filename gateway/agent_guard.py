@@ -8,7 +8,8 @@ assistant turn without tool calls, or at a user turn that says something of its 
 
     streak = identical_tool_call_streak(openai_turns, body)   # (4, "read_file") or (0, None)
 
-Each client format's row names its reader of the history (`openai_turns`, `anthropic_turns`).
+Each client format's row names its reader of the history (`openai_turns`, `anthropic_turns`,
+`responses_turns`), which reads it out of the request body.
 """
 
 from __future__ import annotations
@@ -32,9 +33,14 @@ def canonical(arguments: Any) -> bytes:
         return text.encode() if text is not None else repr(arguments).encode()
 
 
-def openai_turns(messages: list[Any]) -> Iterator[list[tuple[str, bytes]] | None]:
+def _history(body: dict[str, Any], key: str) -> list[Any]:
+    value = body.get(key)
+    return value if isinstance(value, list) else []
+
+
+def openai_turns(body: dict[str, Any]) -> Iterator[list[tuple[str, bytes]] | None]:
     """Newest first: an assistant turn's calls, or None for a turn that ends the streak."""
-    for message in reversed(messages):
+    for message in reversed(_history(body, "messages")):
         if not isinstance(message, dict):
             yield None
             return
@@ -53,8 +59,8 @@ def openai_turns(messages: list[Any]) -> Iterator[list[tuple[str, bytes]] | None
         yield calls or None
 
 
-def anthropic_turns(messages: list[Any]) -> Iterator[list[tuple[str, bytes]] | None]:
-    for message in reversed(messages):
+def anthropic_turns(body: dict[str, Any]) -> Iterator[list[tuple[str, bytes]] | None]:
+    for message in reversed(_history(body, "messages")):
         if not isinstance(message, dict):
             yield None
             return
@@ -78,17 +84,40 @@ def anthropic_turns(messages: list[Any]) -> Iterator[list[tuple[str, bytes]] | N
         yield calls or None
 
 
-TurnReader = Callable[[list[Any]], Iterator[list[tuple[str, bytes]] | None]]
+_CALL_ITEMS = {"function_call": "arguments", "custom_tool_call": "input"}
+_SKIPPED_ITEMS = frozenset({"function_call_output", "custom_tool_call_output", "reasoning"})
+
+
+def responses_turns(body: dict[str, Any]) -> Iterator[list[tuple[str, bytes]] | None]:
+    """Items, newest first: each call is a turn of one call; outputs and reasoning are skipped;
+    an assistant message belongs to the calls that follow it, any other item ends the streak."""
+    after_call = False
+    for item in reversed(_history(body, "input")):
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind in _CALL_ITEMS:
+            assert isinstance(item, dict)
+            value = item.get(_CALL_ITEMS[kind])
+            args = value if kind == "function_call" else orjson.dumps({"input": value}).decode()
+            after_call = True
+            yield [(str(item.get("name")), canonical(args))]
+            continue
+        if kind in _SKIPPED_ITEMS:
+            continue
+        assistant = isinstance(item, dict) and item.get("role") == "assistant"
+        if kind == "message" and after_call and assistant:
+            continue
+        yield None
+        return
+
+
+TurnReader = Callable[[dict[str, Any]], Iterator[list[tuple[str, bytes]] | None]]
 
 
 def identical_tool_call_streak(turns: TurnReader, body: dict[str, Any]) -> tuple[int, str | None]:
     """How many trailing tool calls equal the newest one, and its tool name."""
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        return 0, None
     newest: tuple[str, bytes] | None = None
     streak = 0
-    for calls in turns(messages):
+    for calls in turns(body):
         if calls is None:
             break
         for call in reversed(calls):

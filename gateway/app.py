@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from gateway.audit.store import open_store
 from gateway.audit.writer import AuditWriter
 from gateway.client_formats import CLIENT_FORMATS, ClientFormat, detect
-from gateway.errors import GatewayError, NotFound
+from gateway.errors import GatewayError, NotFound, UpgradeRequired
 from gateway.handlers import meta
 from gateway.handlers.exchange import Gateway, serve
 from gateway.handlers.responses import error_response, new_request_id
@@ -49,6 +49,22 @@ async def unexpected_errors(request: web.Request, handler: Handler) -> web.Strea
 def endpoint(client: ClientFormat, gateway: Gateway) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
         return await serve(client, gateway, request)
+
+    return handle
+
+
+def websocket_refusal(client: ClientFormat, otherwise: Handler) -> Handler:
+    """Codex tries the Responses WebSocket first and falls back to HTTP at once on a 426 (on
+    anything else it spends its retries first): the upgrade is refused, in the format's JSON."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.headers.get("upgrade", "").lower() != "websocket":
+            return await otherwise(request)
+        err = UpgradeRequired("This gateway serves the Responses API over HTTP only; use POST")
+        response = error_response(client, err, new_request_id())
+        response.headers["connection"] = "close"
+        response.force_close()
+        return response
 
     return handle
 
@@ -111,6 +127,8 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
     for client in CLIENT_FORMATS.values():
         for path in client.paths:
             app.router.add_post(path, endpoint(client, gateway))
+            if client.refuses_websocket:
+                app.router.add_get(path, websocket_refusal(client, not_found))
     app.router.add_get("/v1/models", models)
     app.router.add_get("/healthz", meta.healthz)
     app.router.add_get("/metrics", metrics_text)

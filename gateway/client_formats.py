@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.agent_guard import TurnReader, anthropic_turns, openai_turns
-from gateway.encode import ReplyTerms, StreamWriter, anthropic_body, openai_body
+from gateway.agent_guard import TurnReader, anthropic_turns, openai_turns, responses_turns
+from gateway.encode import ReplyTerms, StreamWriter, anthropic_body, openai_body, responses_body
 from gateway.encode.anthropic_errors import ERRORS as ANTHROPIC_ERRORS
 from gateway.encode.anthropic_relay import AnthropicRelay
 from gateway.encode.anthropic_stream import AnthropicMessagesWriter
@@ -23,8 +23,14 @@ from gateway.encode.errors import ErrorFormat, render_error
 from gateway.encode.openai_errors import ERRORS as OPENAI_ERRORS
 from gateway.encode.openai_relay import OpenAIRelay
 from gateway.encode.openai_stream import OpenAIChatWriter
+from gateway.encode.responses_stream import ResponsesWriter
 from gateway.errors import GatewayError
-from gateway.handlers.validation import ChatCompletionsBody, MessagesBody, RequestBody
+from gateway.handlers.validation import (
+    ChatCompletionsBody,
+    MessagesBody,
+    RequestBody,
+    ResponsesBody,
+)
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 
@@ -39,20 +45,26 @@ class ClientFormat:
     paths: tuple[str, ...]  # where it is served
     marker_headers: tuple[str, ...]  # headers only this format's clients send
     body_model: type[RequestBody]
-    relay_wire: str  # the upstream wire whose frames and bodies go to the client unchanged
-    relay: Callable[[ReplyTerms], StreamWriter]  # stream writer for `relay_wire`
+    relay_wire: str  # the upstream wire whose requests go upstream as the client sent them
+    # The writer and body renderer that relay `relay_wire`'s frames and bodies to the client
+    # unchanged; None: answers of that wire are rebuilt from events like any other's.
+    relay: Callable[[ReplyTerms], StreamWriter] | None
     writer: Callable[[ReplyTerms], StreamWriter]  # stream writer from events, any other wire
-    relay_body: RelayBody
+    relay_body: RelayBody | None
     build_body: BuildBody
     errors: ErrorFormat
     tool_turns: TurnReader  # its conversation history, read for the runaway signal
     models_body: Callable[[Sequence[str]], dict[str, Any]]
+    # GET on its paths with `Upgrade: websocket` is refused with 426 (Codex then uses HTTP).
+    refuses_websocket: bool = False
 
     def relays(self, wire: str) -> bool:
         return wire == self.relay_wire
 
     def stream_writer(self, wire: str, terms: ReplyTerms) -> StreamWriter:
-        return self.relay(terms) if self.relays(wire) else self.writer(terms)
+        if self.relay is not None and self.relays(wire):
+            return self.relay(terms)
+        return self.writer(terms)
 
     def render_body(
         self,
@@ -62,7 +74,7 @@ class ClientFormat:
         verdict: Verdict,
         terms: ReplyTerms,
     ) -> dict[str, Any]:
-        if self.relays(wire):
+        if self.relay_body is not None and self.relays(wire):
             return self.relay_body(upstream, verdict, terms)
         return self.build_body(response, verdict, terms)
 
@@ -101,7 +113,26 @@ ANTHROPIC = ClientFormat(
     models_body=anthropic_body.models_body,
 )
 
-CLIENT_FORMATS: Mapping[str, ClientFormat] = {row.name: row for row in (OPENAI, ANTHROPIC)}
+RESPONSES = ClientFormat(
+    name="responses",
+    endpoint="responses",
+    paths=("/v1/responses", "/responses"),
+    marker_headers=(),
+    body_model=ResponsesBody,
+    relay_wire="openai_responses",
+    relay=None,  # a Responses upstream's answer is rebuilt from its events
+    writer=ResponsesWriter,
+    relay_body=None,
+    build_body=responses_body.build_body,
+    errors=OPENAI_ERRORS,
+    tool_turns=responses_turns,
+    models_body=openai_body.models_body,
+    refuses_websocket=True,
+)
+
+CLIENT_FORMATS: Mapping[str, ClientFormat] = {
+    row.name: row for row in (OPENAI, ANTHROPIC, RESPONSES)
+}
 # Who is answered when nothing in the request names a format: the most common clients.
 DEFAULT_FORMAT = OPENAI
 

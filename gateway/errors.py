@@ -4,11 +4,13 @@ GatewayError                      status, code; rendered per client format at th
 ├── RequestError                  400: the client's request is wrong
 │   ├── InvalidJSON
 │   ├── InvalidRequest            not the endpoint's format, a bad field
+│   │   └── PreviousResponseNotFound   a Responses chain the gateway does not hold
 │   ├── RunawaySuspected          the conversation ends in identical tool calls (guard: reject)
 │   ├── MalformedHTTP             the HTTP parser refused the request (syntax, framing, encoding)
 │   ├── RequestTooLarge           413: the body, once decoded, is over the size limit
 │   ├── RequestLineTooLong        400: the request line is over the HTTP parser's limit
 │   ├── HeaderFieldsTooLarge      431: a header field, or their number, is over the limit
+│   ├── UpgradeRequired           426: a WebSocket upgrade, not offered
 │   └── NotFound                  404: no such endpoint
 │       └── ModelNotFound         404: no route matches the model
 └── UpstreamError                 the upstream failed
@@ -82,6 +84,13 @@ class ModelNotFound(NotFound):
     code = "model_not_found"
 
 
+class UpgradeRequired(RequestError):
+    """426: a WebSocket upgrade the gateway does not serve (the client falls back to HTTP)."""
+
+    status = 426
+    code = "upgrade_required"
+
+
 class UpstreamError(GatewayError):
     status = 502
     code = "upstream_error"
@@ -128,3 +137,9 @@ class UpstreamProtocolError(UpstreamError):
 
 class StreamBroken(UpstreamError):
     code = "stream_broken"
+
+
+class PreviousResponseNotFound(InvalidRequest):
+    """400: a `previous_response_id` the gateway does not hold for this caller."""
+
+    code = "previous_response_not_found"

@@ -13,15 +13,15 @@ exchange: everything it knows comes through these calls, so a retry simply build
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.events import Event, StopReason, StreamError
 from gateway.formats.sse import SSEFrame
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Policy, Verdict, extension, judge
-from gateway.translate.translation import NOTHING_DROPPED, Dropped
+from gateway.translate.translation import NOTHING_DROPPED, Dropped, ToolOrigin
 
 Parsed = dict[str, Any] | None
 
@@ -36,6 +36,10 @@ class ReplyTerms:
     policy: Policy
     include_usage: bool = False  # an OpenAI client asked for stream_options.include_usage
     dropped: Dropped = NOTHING_DROPPED  # what the request translation could not carry
+    tools: Mapping[str, ToolOrigin] = field(default_factory=dict)  # tools the translation reshaped
+    response_id: str | None = None  # minted by the gateway, for formats whose answers carry one
+    echo: Mapping[str, Any] = field(default_factory=dict)  # request fields the answer repeats
+    encrypted_reasoning: bool = False  # a Responses client asked for reasoning.encrypted_content
 
     def extension(self, verdict: Verdict) -> dict[str, Any]:
         ext = extension(verdict, self.provider, self.request_id)

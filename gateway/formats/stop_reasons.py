@@ -65,6 +65,24 @@ TO_ANTHROPIC: Mapping[StopReason, str] = {
 }
 
 
+# A Responses client reads `status` and `incomplete_details.reason`; there is no finish reason
+# (RESPONSES.md §5). None: `completed` with no reason. ERROR, ABORTED, MALFORMED: `failed`.
+TO_RESPONSES: Mapping[StopReason, tuple[str, str | None]] = {
+    S.STOP: ("completed", None),
+    S.TOOL_CALLS: ("completed", None),
+    S.LENGTH: ("incomplete", "max_output_tokens"),
+    S.CONTEXT_WINDOW: ("incomplete", "max_output_tokens"),
+    S.STOP_SEQUENCE: ("completed", None),
+    S.CONTENT_FILTER: ("incomplete", "content_filter"),
+    S.REFUSAL: ("incomplete", "content_filter"),
+    S.PAUSE: ("completed", None),
+    S.UNKNOWN: ("completed", None),
+    S.MALFORMED: ("failed", None),
+    S.ERROR: ("failed", None),
+    S.ABORTED: ("failed", None),
+}
+
+
 def normalized(table: Mapping[str, StopReason], native: object) -> StopReason:
     """A wire's native value through its table; anything the table lacks is UNKNOWN."""
     if not isinstance(native, str) or not native:
@@ -84,6 +102,11 @@ def to_openai(reason: StopReason, has_tool_calls: bool) -> str:
     if reason is S.UNKNOWN and has_tool_calls:
         return "tool_calls"
     return TO_OPENAI.get(reason, "stop")
+
+
+def to_responses(reason: StopReason) -> tuple[str, str | None]:
+    """`status` and `incomplete_details.reason` for a normalized reason."""
+    return TO_RESPONSES.get(reason, ("completed", None))
 
 
 def to_anthropic(reason: StopReason, has_tool_calls: bool, stop_sequence: str | None) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -38,6 +38,7 @@ from gateway.handlers.whole import whole_reply
 from gateway.observer import ExchangeObserver
 from gateway.settings import ResolvedRoute, Settings
 from gateway.translate.table import NOTHING_DROPPED, Dropped, translate_request
+from gateway.translate.translation import ToolOrigin
 from providers.base import Provider, ProviderRequest
 
 FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "x-api-key", "authorization")
@@ -158,12 +159,22 @@ async def _attempt(
     client, record = exchange.client, exchange.record
     wire = wire_for(provider.wire)
     policy = gateway.settings.truncation.tool_calls
-    payload, dropped = _upstream_payload(client, wire.name, obj, raw, route.upstream_model)
+    translation = _upstream_payload(client, wire.name, obj, raw, route.upstream_model)
     terms = ReplyTerms(
-        exchange.id, provider.name, body.model, policy, body.include_usage, dropped=dropped
+        exchange.id,
+        provider.name,
+        body.model,
+        policy,
+        body.include_usage,
+        dropped=translation.dropped,
+        tools=translation.tools,
+        response_id=body.new_response_id(),
+        echo=body.echo(obj),
+        encrypted_reasoning=body.wants_encrypted_reasoning,
     )
     attempt = exchange.attempt = Attempt(provider, wire, terms)
     headers = {k: request.headers[k] for k in FORWARDED_HEADERS if k in request.headers}
+    payload = translation.payload
     upstream = ProviderRequest(payload, record.stream, route.upstream_model, headers=headers)
     reply = await provider.send(upstream)
     try:
@@ -177,17 +188,24 @@ async def _attempt(
         reply.release()
 
 
+@dataclass(frozen=True, slots=True)
+class _Upstream:
+    payload: bytes
+    dropped: Dropped = NOTHING_DROPPED
+    tools: Mapping[str, ToolOrigin] = field(default_factory=dict)
+
+
 def _upstream_payload(
     client: ClientFormat, wire: str, obj: dict[str, Any], raw: bytes, upstream_model: str
-) -> tuple[bytes, Dropped]:
+) -> _Upstream:
     """What goes upstream: the client's own bytes when the wire is the client's and the route
     does not rename the model; else the body renamed or translated, with what it dropped."""
     if client.relays(wire) and obj.get("model") == upstream_model:
-        return raw, NOTHING_DROPPED
+        return _Upstream(raw)
     try:
         if client.relays(wire):
-            return orjson.dumps({**obj, "model": upstream_model}), NOTHING_DROPPED
+            return _Upstream(orjson.dumps({**obj, "model": upstream_model}))
         translation = translate_request(client.name, wire, obj, upstream_model)
-        return orjson.dumps(translation.body), translation.dropped
+        return _Upstream(orjson.dumps(translation.body), translation.dropped, translation.tools)
     except orjson.JSONEncodeError:  # nested deeper than the encoder writes (tool inputs too)
         raise nested_too_deep(client.endpoint, obj) from None

@@ -8,12 +8,13 @@ which names the field; the client's own bytes, forwarded unchanged, are never wa
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
-from gateway.errors import InvalidJSON, InvalidRequest
+from gateway.errors import InvalidJSON, InvalidRequest, PreviousResponseNotFound
 from gateway.translate.nesting import MAX_DEPTH, too_deep
 
 
@@ -30,6 +31,18 @@ class RequestBody(BaseModel):
     @property
     def include_usage(self) -> bool:
         """Whether a streamed answer ends with a usage chunk the client asked for."""
+        return False
+
+    def new_response_id(self) -> str | None:
+        """The id of the answer, when the format's answers carry one the gateway mints."""
+        return None
+
+    def echo(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Request fields the format's answer repeats back to the client."""
+        return {}
+
+    @property
+    def wants_encrypted_reasoning(self) -> bool:
         return False
 
 
@@ -67,6 +80,105 @@ class MessagesBody(RequestBody):
     messages: list[dict[str, Any]]
     max_tokens: StrictInt = Field(ge=1)
     stop_sequences: list[str] | None = None
+
+
+# Echoed on a Responses answer, so SDK models and agents see what they sent (RESPONSES §3).
+RESPONSES_ECHO = (
+    "instructions",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "previous_response_id",
+    "reasoning",
+    "text",
+    "truncation",
+    "store",
+    "metadata",
+    "user",
+)
+RESPONSES_ECHO_DEFAULTS: dict[str, Any] = {
+    "instructions": None,
+    "tools": [],
+    "tool_choice": "auto",
+    "parallel_tool_calls": True,
+    "temperature": None,
+    "top_p": None,
+    "max_output_tokens": None,
+    "previous_response_id": None,
+    "reasoning": None,
+    "text": {"format": {"type": "text"}},
+    "truncation": "disabled",
+    "store": True,
+    "metadata": {},
+    "user": None,
+}
+# Offered by OpenAI, not by the gateway: accepting them silently would fake their behaviour.
+RESPONSES_REFUSED = ("background", "conversation", "prompt")
+
+
+class ResponsesBody(RequestBody):
+    """`POST /v1/responses`. `input` is a string (one user message) or a list of items; each
+    item the gateway must pair or route (calls, call outputs, messages) is checked here."""
+
+    input: Any = None
+    previous_response_id: str | None = None
+    include: list[Any] | None = None
+    background: Any = None
+    conversation: Any = None
+    prompt: Any = None
+
+    def check_shapes(self, endpoint: str) -> None:
+        for name in RESPONSES_REFUSED:
+            if getattr(self, name) not in (None, False):
+                raise _invalid(endpoint, name, "is not supported by this gateway")
+        if self.previous_response_id is not None:
+            raise PreviousResponseNotFound(
+                f"Previous response {self.previous_response_id!r} not found: this gateway keeps "
+                "no responses yet, so send the whole conversation in `input`",
+                "previous_response_id",
+            )
+        if self.input is None:
+            raise _invalid(endpoint, "input", "is required")
+        if not isinstance(self.input, str | list):
+            raise _invalid(endpoint, "input", "must be a string or an array of items")
+        for i, item in enumerate(self.input if isinstance(self.input, list) else ()):
+            _check_item(endpoint, i, item)
+
+    def new_response_id(self) -> str:
+        return "resp_" + secrets.token_hex(16)
+
+    def echo(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return {key: obj.get(key, RESPONSES_ECHO_DEFAULTS[key]) for key in RESPONSES_ECHO}
+
+    @property
+    def wants_encrypted_reasoning(self) -> bool:
+        return "reasoning.encrypted_content" in (self.include or ())
+
+
+_CALL_ITEMS = (
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+)
+
+
+def _check_item(endpoint: str, i: int, item: Any) -> None:
+    path = f"input[{i}]"
+    if not isinstance(item, dict):
+        raise _invalid(endpoint, path, "must be an object")
+    kind = item.get("type", "message" if "role" in item else None)
+    if not isinstance(kind, str):
+        raise _invalid(endpoint, f"{path}.type", "must be a string")
+    if kind == "message" and not isinstance(item.get("role"), str):
+        raise _invalid(endpoint, f"{path}.role", "must be a string")
+    if kind in _CALL_ITEMS and not (isinstance(item.get("call_id"), str) and item["call_id"]):
+        raise _invalid(endpoint, f"{path}.call_id", "is required to pair a call with its output")
+    if kind in ("function_call", "custom_tool_call") and not isinstance(item.get("name"), str):
+        raise _invalid(endpoint, f"{path}.name", "must be a string")
 
 
 def parse_json(raw: bytes) -> dict[str, Any]:

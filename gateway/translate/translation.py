@@ -27,6 +27,18 @@ NOTHING_DROPPED = Dropped()
 
 
 @dataclass(frozen=True, slots=True)
+class ToolOrigin:
+    """How the client declared a tool the upstream sees as a plain function: its own name, the
+    namespace it sits in, and whether it is a custom (raw text input) tool."""
+
+    name: str
+    namespace: str | None = None
+    custom: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Translation:
     body: dict[str, Any]
     dropped: Dropped = NOTHING_DROPPED
+    # upstream function name -> the client's own tool, for the tools the translation reshaped
+    tools: Mapping[str, ToolOrigin] = field(default_factory=dict)

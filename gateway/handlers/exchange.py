@@ -159,6 +159,7 @@ async def _attempt(
     wire = wire_for(provider.wire)
     policy = gateway.settings.truncation.tool_calls
     payload, dropped = _upstream_payload(client, wire.name, obj, raw, route.upstream_model)
+    _record_dropped(record, dropped)
     terms = ReplyTerms(
         exchange.id, provider.name, body.model, policy, body.include_usage, dropped=dropped
     )
@@ -175,6 +176,13 @@ async def _attempt(
         return await whole_reply(client, attempt, reply)
     finally:
         reply.release()
+
+
+def _record_dropped(record: AuditRecord, dropped: Dropped) -> None:
+    """What this attempt's translation left out, by name and count (never a value)."""
+    record.dropped_fields = list(dropped.fields) or None
+    record.dropped_tools = len(dropped.tools)
+    record.dropped_input_items = sum(dropped.items.values())
 
 
 def _upstream_payload(

@@ -161,6 +161,11 @@ def full_record(i: int, **overrides: Any) -> AuditRecord:
         "runaway_streak": 5,
         "content": {"messages": [{"role": "user", "text": "héllo ✓"}], "n": 1, "ok": None},
         "ended_by": "server",
+        "dropped_fields": ["response_format", "seed"],
+        "dropped_tools": 2,
+        "dropped_input_items": 3,
+        "response_id": f"resp_{i:032x}",
+        "previous_response_id": f"resp_{i + 1000:032x}",
     }
     values.update(overrides)
     return AuditRecord(**values)

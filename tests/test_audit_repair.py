@@ -52,6 +52,12 @@ UNHOLDABLE: dict[str, tuple[str, Any, Any]] = {
     "nul_in_json": ("content", {"k\x00": ["v\x00"]}, {"k\ufffd": ["v\ufffd"]}),
     "negative_count": ("output_tokens", -1, None),
     "none_in_required_text": ("model", None, ""),
+    "dict_in_name_list": ("dropped_fields", {"seed": 1}, None),
+    "nul_in_name_list": ("dropped_fields", ["se\x00ed"], ["se\ufffded"]),
+    "int32_overflow_in_drop_count": ("dropped_tools", 2**40, 0),
+    "str_in_drop_count": ("dropped_input_items", "3", 0),
+    "dict_in_response_id": ("response_id", {"id": "resp_1"}, None),
+    "int_in_previous_response_id": ("previous_response_id", 7, None),
 }
 
 

@@ -381,8 +381,8 @@ def test_no_stop_reason_is_none_not_unknown() -> None:
     assert list(parsed[0]["stop_reasons"])[-1] == "none"
     assert parsed[0]["group"] == "-" and parsed[0]["stop_reasons"]["none"] == 1
     header, row = render_csv(summarize([refused], "provider")).splitlines()
-    assert header.endswith(",input_tokens,output_tokens,stop_none")
-    assert row.endswith(",0,0,1") and ",".join(["provider", "-"]) in row
+    assert header.endswith(",input_tokens,output_tokens,stop_none,dropped_fields")
+    assert row.endswith(",0,0,1,0") and ",".join(["provider", "-"]) in row
     table = render_table(summarize([refused], "provider"), "provider")
     assert "none" in table and "unknown" not in table
 
@@ -467,6 +467,7 @@ def test_golden_summary_json() -> None:
         "total_p95_ms",
         "input_tokens",
         "output_tokens",
+        "dropped_fields",
     ]
     assert list(parsed[0]["stop_reasons"]) == list(STOP_REASON_KEYS)
     assert parsed[1]["truncated_rate"] == 0.6667
@@ -480,7 +481,8 @@ def test_golden_summary_csv() -> None:
     assert [c for c in lines[0].split(",") if c.startswith("stop_")] == [
         f"stop_{name}" for name in STOP_REASON_KEYS
     ]
-    assert lines[0].endswith(",output_tokens,stop_none")  # new columns are only appended
+    # new columns are only appended
+    assert lines[0].endswith(",output_tokens,stop_none,dropped_fields")
     assert len(lines) == 5
 
 
@@ -592,6 +594,29 @@ def test_summary_table(width: int) -> None:
     assert rows["-"][0][:6] == ["1", "1", "0 (0.0%)", "0", "0", "0"]
     assert rows["mock"][0][:3] == ["1", "0", "0 (0.0%)"]
     assert "-" in rows["-"][-2]  # no first byte: the ttfb cell shows "-"
+
+
+def test_exchanges_that_dropped_fields_are_counted_and_shown_when_there_are_any() -> None:
+    dropping = [
+        rec("d-1", 0, provider="anthropic", model="m", route="m", dropped_fields=["seed"]),
+        rec("d-2", 1, provider="anthropic", model="m", route="m", dropped_fields=["a", "b"]),
+        rec("d-3", 2, provider="anthropic", model="m", route="m", dropped_tools=2),
+        rec("d-4", 3, provider="openai", model="m", route="m", dropped_input_items=4),
+    ]
+    summaries = summarize([*records(), *dropping], "provider")
+    groups = by_group(summaries)
+    assert groups["anthropic"].dropped_fields == 2  # exchanges, not fields; tools do not count
+    assert groups["openai"].dropped_fields == 0
+    as_json = {item["group"]: item for item in orjson.loads(render_json(summaries))}
+    assert (as_json["anthropic"]["dropped_fields"], as_json["openai"]["dropped_fields"]) == (2, 0)
+    csv_rows = {line.split(",")[1]: line for line in render_csv(summaries).splitlines()[1:]}
+    assert csv_rows["anthropic"].endswith(",2") and csv_rows["openai"].endswith(",0")
+    for width in (80, 120):
+        text = render_table(summaries, "provider", console_width=width)
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert "field" in text and "drops" in text
+        assert table_rows(text)["anthropic"][0][6] == "2"
+    assert "drops" not in render_table(summarize(records(), "provider"), "provider")
 
 
 def test_summary_table_by_model_and_empty() -> None:

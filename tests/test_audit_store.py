@@ -152,15 +152,24 @@ def test_malformed_migration_lists_are_refused() -> None:
         check([MIGRATIONS[0], V_NEXT._replace(version=2, statements={"sqlite": []})])
 
 
-# The columns of schema version 1, before `ended_by` (version 2).
-V1_COLUMNS = tuple(c for c in COLUMNS if c != "ended_by")
+# The columns of each older schema version: version 2 added `ended_by`, version 3 the drops
+# and the Responses ids. Every column beyond them reads back as its field's default.
+OLD_COLUMNS = {
+    1: COLUMNS[: COLUMNS.index("ended_by")],
+    2: COLUMNS[: COLUMNS.index("dropped_fields")],
+}
 
 
-async def test_a_version_1_database_is_migrated_keeping_its_rows(backend: Backend) -> None:
-    """A trail written by a gateway of schema version 1 (no `ended_by`) opens, gains the column,
-    and keeps every row, which reads back with `ended_by` None."""
-    v1 = MIGRATIONS[:1]
-    old = full_record(1, ended_by=None)  # ended_by is the last column: cut from the rows below
+def as_at_version(record: AuditRecord, version: int) -> AuditRecord:
+    """`record` with every field its version did not have at its default."""
+    defaults = sparse_record(0)
+    later = COLUMNS[len(OLD_COLUMNS[version]) :]
+    return dataclasses.replace(record, **{name: getattr(defaults, name) for name in later})
+
+
+async def seed_at_version(backend: Backend, version: int, record: AuditRecord) -> None:
+    """A trail created by a gateway at schema `version`, holding `record` (its columns only)."""
+    migrations, columns = MIGRATIONS[:version], OLD_COLUMNS[version]
     if backend.kind == "sqlite":
         assert backend.path is not None
         path = backend.path
@@ -169,40 +178,50 @@ async def test_a_version_1_database_is_migrated_keeping_its_rows(backend: Backen
             path.parent.mkdir(parents=True)
             conn = sqlite3.connect(path, isolation_level=None)
             try:
-                migrate_sqlite(conn, v1)
+                migrate_sqlite(conn, migrations)
                 conn.execute(
-                    f"INSERT INTO audit_records ({', '.join(V1_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' for _ in V1_COLUMNS)})",
-                    sqlite_encode(old)[: len(V1_COLUMNS)],
+                    f"INSERT INTO audit_records ({', '.join(columns)}) "
+                    f"VALUES ({', '.join('?' for _ in columns)})",
+                    sqlite_encode(record)[: len(columns)],
                 )
             finally:
                 conn.close()
 
         await asyncio.to_thread(seed)
-    else:
-        conn = await asyncpg.connect(backend.url)
-        try:
-            await migrate_postgresql(conn, v1)
-            placeholders = ", ".join(
-                f"${i}::jsonb" if c in JSON_COLUMNS else f"${i}"
-                for i, c in enumerate(V1_COLUMNS, 1)
-            )
-            await conn.execute(
-                f"INSERT INTO audit_records ({', '.join(V1_COLUMNS)}) VALUES ({placeholders})",
-                *postgres_encode(old)[: len(V1_COLUMNS)],
-            )
-        finally:
-            await conn.close()
-    assert await backend.versions() == [1]
+        return
+    conn = await asyncpg.connect(backend.url)
+    try:
+        await migrate_postgresql(conn, migrations)
+        placeholders = ", ".join(
+            f"${i}::jsonb" if c in JSON_COLUMNS else f"${i}" for i, c in enumerate(columns, 1)
+        )
+        await conn.execute(
+            f"INSERT INTO audit_records ({', '.join(columns)}) VALUES ({placeholders})",
+            *postgres_encode(record)[: len(columns)],
+        )
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("version", sorted(OLD_COLUMNS))
+async def test_an_older_database_is_migrated_keeping_its_rows(
+    backend: Backend, version: int
+) -> None:
+    """A trail written by a gateway of an older schema opens, gains the later columns, and keeps
+    every row, which reads back with those fields at their defaults; new rows hold them all."""
+    old = as_at_version(full_record(1), version)
+    await seed_at_version(backend, version, old)
+    assert await backend.versions() == list(range(1, version + 1))
 
     store = backend.store()
     await store.open()
     assert await backend.versions() == ALL_VERSIONS
     assert await backend.columns() == list(COLUMNS)
-    await store.write([full_record(2, ended_by="server")])
+    await store.write([full_record(2)])
     got = {r.id: r for r in await store.fetch()}
-    assert got["req-00001"] == full_record(1, ended_by=None)
-    assert got["req-00002"].ended_by == "server"
+    assert got["req-00001"] == old
+    assert got["req-00001"].dropped_fields is None and got["req-00001"].dropped_tools == 0
+    assert got["req-00002"] == full_record(2)
 
 
 # --- writing and reading ------------------------------------------------------------------------
@@ -226,6 +245,16 @@ async def test_every_field_round_trips(backend: Backend) -> None:
     assert got[0].content == {}
     assert got[1].started_at == T0 + 1 and got[1].first_byte_at == T0 + 1.125
     assert got[1].withheld_tool_calls == [{"id": "call_1", "name": "get_weather"}]
+    assert (got[1].dropped_fields, got[1].dropped_tools, got[1].dropped_input_items) == (
+        ["response_format", "seed"],
+        2,
+        3,
+    )
+    assert got[1].response_id == f"resp_{1:032x}"
+    assert got[1].previous_response_id == f"resp_{1001:032x}"
+    assert (got[2].dropped_fields, got[2].dropped_tools, got[2].response_id) == (None, 0, None)
+    for record in got:
+        assert type(record.dropped_tools) is int and type(record.dropped_input_items) is int
     assert got[1].content == {
         "messages": [{"role": "user", "text": "héllo ✓"}],
         "n": 1,

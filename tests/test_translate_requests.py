@@ -37,12 +37,12 @@ def text(value: str) -> dict[str, Any]:
 
 
 def oa(messages: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
-    return to_anthropic({"model": "gpt-4o", "messages": messages, **fields}, "claude-up")
+    return to_anthropic({"model": "gpt-4o", "messages": messages, **fields}, "claude-up").body
 
 
 def ao(messages: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
     body = {"model": "claude-x", "max_tokens": 256, "messages": messages, **fields}
-    return to_openai(body, "gpt-up")
+    return to_openai(body, "gpt-up").body
 
 
 def weather_call(call_id: str, city: str) -> dict[str, Any]:
@@ -417,7 +417,7 @@ def test_oa_max_tokens_spellings(fields: dict[str, Any], expected: int) -> None:
 
 def test_oa_default_max_tokens_is_configurable() -> None:
     body = {"model": "m", "messages": [user("x")]}
-    assert to_anthropic(body, "claude-up", default_max_tokens=1234)["max_tokens"] == 1234
+    assert to_anthropic(body, "claude-up", default_max_tokens=1234).body["max_tokens"] == 1234
 
 
 def test_oa_bad_max_tokens_is_rejected() -> None:
@@ -433,27 +433,28 @@ def test_oa_n_greater_than_one_is_rejected_and_n_one_is_fine() -> None:
     assert "n" not in oa([user("x")], n=1)
 
 
-def test_oa_sampling_user_and_stream_are_copied_and_openai_only_fields_dropped() -> None:
-    out = oa(
-        [user("x")],
-        temperature=0.2,
-        top_p=0.9,
-        user="user-42",
-        stream=True,
-        stream_options={"include_usage": True},
-        response_format={"type": "json_object"},
-        seed=7,
-        logprobs=True,
-        top_logprobs=2,
-        presence_penalty=0.5,
-        frequency_penalty=0.5,
-        store=True,
-        metadata={"team": "a"},
-        reasoning_effort="low",
-        service_tier="flex",
-        logit_bias={"1": 2},
-    )
-    assert out == {
+def test_oa_sampling_user_and_stream_are_copied_and_openai_only_fields_named_as_dropped() -> None:
+    body = {
+        "model": "gpt-4o",
+        "messages": [user("x")],
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "user": "user-42",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "response_format": {"type": "json_object"},
+        "seed": 7,
+        "logprobs": True,
+        "top_logprobs": 2,
+        "presence_penalty": 0.5,
+        "frequency_penalty": 0.5,
+        "store": True,
+        "metadata": {"team": "a"},
+        "service_tier": "flex",
+        "logit_bias": {"1": 2},
+    }
+    translation = to_anthropic(body, "claude-up")
+    assert translation.body == {
         "model": "claude-up",
         "max_tokens": 4096,
         "messages": [{"role": "user", "content": [text("x")]}],
@@ -462,6 +463,18 @@ def test_oa_sampling_user_and_stream_are_copied_and_openai_only_fields_dropped()
         "metadata": {"user_id": "user-42"},
         "stream": True,
     }
+    assert translation.dropped.fields == (
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "metadata",
+        "presence_penalty",
+        "response_format",
+        "seed",
+        "service_tier",
+        "store",
+        "top_logprobs",
+    )
 
 
 def test_oa_stream_false_is_copied_as_false() -> None:
@@ -470,7 +483,7 @@ def test_oa_stream_false_is_copied_as_false() -> None:
 
 def test_oa_envoy_chat_tools_fixture() -> None:
     body = fixture_body("envoy__chat-tools.request.json")
-    out = to_anthropic(body, "claude-sonnet-4-5")
+    out = to_anthropic(body, "claude-sonnet-4-5").body
     assert out == {
         "model": "claude-sonnet-4-5",
         "max_tokens": 4096,
@@ -491,7 +504,7 @@ def test_oa_envoy_chat_tools_fixture() -> None:
 
 def test_oa_envoy_chat_streaming_fixture() -> None:
     body = fixture_body("envoy__chat-streaming.request.json")
-    assert to_anthropic(body, "claude-haiku") == {
+    assert to_anthropic(body, "claude-haiku").body == {
         "model": "claude-haiku",
         "max_tokens": 4096,
         "messages": [{"role": "user", "content": [text("Hello!")]}],
@@ -763,23 +776,23 @@ def test_ao_unknown_tool_choice_is_rejected() -> None:
     assert info.value.param == "tool_choice"
 
 
-def test_ao_parameters_are_mapped_and_anthropic_only_fields_dropped() -> None:
-    out = ao(
-        [user("x")],
-        stop_sequences=["END", "STOP"],
-        temperature=0.3,
-        top_p=0.8,
-        top_k=5,
-        metadata={"user_id": "user_abc_account_123"},
-        thinking={"type": "adaptive"},
-        service_tier="auto",
-        context_management={"edits": []},
-        output_config={"effort": "high"},
-        container="cont_1",
-        mcp_servers=[{"type": "url", "url": "https://mcp.example.com", "name": "m"}],
-        stream=False,
-    )
-    assert out == {
+def test_ao_parameters_are_mapped_and_anthropic_only_fields_named_as_dropped() -> None:
+    body = {
+        "model": "claude-x",
+        "max_tokens": 256,
+        "messages": [user("x")],
+        "stop_sequences": ["END", "STOP"],
+        "temperature": 0.3,
+        "top_p": 0.8,
+        "top_k": 5,
+        "metadata": {"user_id": "user_abc_account_123"},
+        "context_management": {"edits": []},
+        "container": "cont_1",
+        "mcp_servers": [{"type": "url", "url": "https://mcp.example.com", "name": "m"}],
+        "stream": False,
+    }
+    translation = to_openai(body, "gpt-up")
+    assert translation.body == {
         "model": "gpt-up",
         "messages": [{"role": "user", "content": "x"}],
         "max_completion_tokens": 256,
@@ -789,6 +802,7 @@ def test_ao_parameters_are_mapped_and_anthropic_only_fields_dropped() -> None:
         "user": "user_abc_account_123",
         "stream": False,
     }
+    assert translation.dropped.fields == ("container", "context_management", "mcp_servers", "top_k")
 
 
 def test_ao_stream_true_asks_for_usage() -> None:
@@ -849,8 +863,10 @@ def test_ao_claude_code_style_body() -> None:
             {"role": "system", "content": "<system-reminder>todo list empty</system-reminder>"},
         ],
     }
-    out = to_openai(body, "gpt-5")
-    assert out == {
+    translation = to_openai(body, "gpt-5")
+    assert translation.dropped.fields == ("context_management",)
+    assert translation.dropped.items == {"thinking": 1}
+    assert translation.body == {
         "model": "gpt-5",
         "messages": [
             {
@@ -876,6 +892,7 @@ def test_ao_claude_code_style_body() -> None:
         "user": "user_0f3a_account__session_9b1c",
         "stream": True,
         "stream_options": {"include_usage": True},
+        "reasoning_effort": "medium",
         "tools": [
             {
                 "type": "function",
@@ -936,7 +953,7 @@ def test_round_trip_keeps_tool_ids_arguments_and_order() -> None:
             {"role": "tool", "tool_call_id": "call_Zz9", "content": "9C"},
         ],
     }
-    back = to_openai(to_anthropic(openai_body, "claude-up"), "gpt-4o")
+    back = to_openai(to_anthropic(openai_body, "claude-up").body, "gpt-4o").body
     assert back["messages"] == [
         {"role": "user", "content": [text("Weather?")]},
         {

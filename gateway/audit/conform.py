@@ -97,6 +97,11 @@ REPAIRS: Final[Mapping[str, Repair]] = {
     "runaway_streak": Repair(_count32, _none),
     "content": Repair(_json_object, _none),
     "ended_by": Repair(coerce_text, _none),
+    "dropped_fields": Repair(_json_list, _none),
+    "dropped_tools": Repair(_count32, int),
+    "dropped_input_items": Repair(_count32, int),
+    "response_id": Repair(coerce_text, _none),
+    "previous_response_id": Repair(coerce_text, _none),
 }
 # JSON fields are checked for their shape here and for their content by `json_text`, which the
 # stores run anyway: walking a large `content` for every record would cost more than dumping it.
@@ -104,6 +109,7 @@ _JSON_SHAPES: Final[Mapping[str, type]] = {
     "withheld_tool_calls": list,
     "parse_failures": list,
     "content": dict,
+    "dropped_fields": list,
 }
 # A JSON \u0000 escape: after an even number of backslashes (an odd one is an escaped "\").
 _JSON_NUL: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")

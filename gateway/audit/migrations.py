@@ -30,7 +30,7 @@ TABLE = "audit_records"
 
 # Columns holding a bool (INTEGER 0/1 in SQLite, BOOLEAN in PostgreSQL) and JSON (TEXT / JSONB).
 BOOL_COLUMNS = frozenset({"stream", "truncated", "terminator_seen", "client_aborted"})
-JSON_COLUMNS = frozenset({"withheld_tool_calls", "parse_failures", "content"})
+JSON_COLUMNS = frozenset({"withheld_tool_calls", "parse_failures", "content", "dropped_fields"})
 
 # The table's columns at the latest version, in insert order; one per `AuditRecord` field.
 COLUMNS: tuple[str, ...] = (
@@ -62,6 +62,11 @@ COLUMNS: tuple[str, ...] = (
     "runaway_streak",
     "content",
     "ended_by",
+    "dropped_fields",
+    "dropped_tools",
+    "dropped_input_items",
+    "response_id",
+    "previous_response_id",
 )
 
 
@@ -113,6 +118,18 @@ def _audit_records_v1(dialect: str) -> list[str]:
     ]
 
 
+def _drops_and_response_ids_v3(dialect: str) -> list[str]:
+    json = "JSONB" if dialect == "postgresql" else "TEXT"
+    # SQLite adds one column per statement; PostgreSQL takes the same statements.
+    return [
+        f"ALTER TABLE {TABLE} ADD COLUMN dropped_fields {json}",
+        f"ALTER TABLE {TABLE} ADD COLUMN dropped_tools INTEGER NOT NULL DEFAULT 0",
+        f"ALTER TABLE {TABLE} ADD COLUMN dropped_input_items INTEGER NOT NULL DEFAULT 0",
+        f"ALTER TABLE {TABLE} ADD COLUMN response_id TEXT",
+        f"ALTER TABLE {TABLE} ADD COLUMN previous_response_id TEXT",
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -123,6 +140,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         2,
         "audit_records.ended_by: who ended an exchange early (client or server)",
         {d: [f"ALTER TABLE {TABLE} ADD COLUMN ended_by TEXT"] for d in DIALECTS},
+    ),
+    Migration(
+        3,
+        "audit_records: what the request translation dropped (field names, tool and input item "
+        "counts); the Responses response_id and previous_response_id",
+        {d: _drops_and_response_ids_v3(d) for d in DIALECTS},
     ),
 )
 

@@ -1,9 +1,11 @@
 """One audit record per exchange: what happened, never what was said.
 
 A record holds identities, times, the normalized and native stop reason, why the answer counts as
-cut, withheld tool calls by id and name, argument parse failures by class/offset/length, usage and
-error classes. It never holds message text, tool arguments, keys or header values; only with
-`[audit] log_content = true` does `content` carry anything.
+cut, withheld tool calls by id and name, argument parse failures by class/offset/length, usage,
+error classes, and what the request translation could not carry (field names of the client's
+wire, and counts of tools and input items; never their values). It never holds message text,
+tool arguments, keys or header values; only with `[audit] log_content = true` does `content`
+carry anything.
 """
 
 from __future__ import annotations
@@ -107,6 +109,14 @@ class AuditRecord:
     runaway_streak: int | None = None  # trailing identical tool calls, when suspected
     content: dict[str, Any] | None = None  # only with log_content on
     ended_by: str | None = None  # one of ENDED_BY when the exchange was ended early
+    # What the request translation did not carry: top-level field names (None: nothing, or no
+    # translation), and how many tools and input items (content blocks, parts) it left out.
+    dropped_fields: list[str] | None = None
+    dropped_tools: int = 0
+    dropped_input_items: int = 0
+    # OpenAI Responses: the response's own id, and the one it continued (`previous_response_id`).
+    response_id: str | None = None
+    previous_response_id: str | None = None
 
     @property
     def ttfb_ms(self) -> float | None:

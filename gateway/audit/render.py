@@ -11,12 +11,14 @@ Summary JSON (`render_json`): a list, one object per group, most requests first:
                       "malformed": 0, "error": 1, "aborted": 0, "unknown": 0, "none": 0},
      "truncated": 2, "truncated_rate": 0.5, "withheld_tool_calls": 1, "parse_failures": 0,
      "missing_terminators": 1, "ttfb_p50_ms": 120.0, "ttfb_p95_ms": 480.0,
-     "total_p50_ms": 900.0, "total_p95_ms": 2500.0, "input_tokens": 310, "output_tokens": 95}
+     "total_p50_ms": 900.0, "total_p95_ms": 2500.0, "input_tokens": 310, "output_tokens": 95,
+     "dropped_fields": 1}
 
   `group` is `-` when the record had no value; `truncated_rate` is rounded to 4 decimals; times
   are milliseconds rounded to 1 decimal, `null` when the group has none; every stop reason of the
   closed set is present, zeros included, then `none`: the records without a stop reason (added
-  after the others, so it comes last). Indented by two spaces.
+  after the others, so it comes last). `dropped_fields` counts the exchanges whose request
+  translation dropped at least one field (added later, so it comes last). Indented by two spaces.
 
 Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line endings:
 
@@ -24,11 +26,11 @@ Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line e
     stop_content_filter,stop_refusal,stop_pause,stop_context_window,stop_malformed,stop_error,
     stop_aborted,stop_unknown,truncated,truncated_rate,withheld_tool_calls,parse_failures,
     missing_terminators,ttfb_p50_ms,ttfb_p95_ms,total_p50_ms,total_p95_ms,input_tokens,
-    output_tokens,stop_none
+    output_tokens,stop_none,dropped_fields
 
-  (one line in the output; `stop_none`, the records without a stop reason, came later and so
-  was appended at the end). `truncated_rate` has exactly 4 decimals (`0.5000`), times exactly 1
-  (`120.0`), and a missing time is an empty field.
+  (one line in the output; `stop_none`, the records without a stop reason, and `dropped_fields`
+  came later and so were appended at the end). `truncated_rate` has exactly 4 decimals
+  (`0.5000`), times exactly 1 (`120.0`), and a missing time is an empty field.
 
 Truncated JSON (`render_truncated_json`): a list, newest first:
 
@@ -91,6 +93,7 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "input_tokens",
     "output_tokens",
     f"stop_{NO_STOP_REASON}",
+    "dropped_fields",
 )
 TRUNCATED_COLUMNS: Final[tuple[str, ...]] = (
     "id",
@@ -143,6 +146,7 @@ def _summary_object(s: GroupSummary) -> dict[str, Any]:
         "total_p95_ms": _ms(s.total_p95_ms),
         "input_tokens": s.input_tokens,
         "output_tokens": s.output_tokens,
+        "dropped_fields": s.dropped_fields,
     }
 
 
@@ -205,6 +209,7 @@ def render_csv(summaries: Sequence[GroupSummary]) -> str:
             str(s.input_tokens),
             str(s.output_tokens),
             str(s.stop_reasons.get(NO_STOP_REASON, 0)),
+            str(s.dropped_fields),
         ]
         for s in summaries
     ]
@@ -322,8 +327,11 @@ _COUNT_HEADERS: Final = (
 _TIME_HEADERS: Final = ("ttfb ms\np50/p95", "total ms\np50/p95", "tokens\nin/out")
 
 
-def _count_cells(s: GroupSummary) -> list[str]:
-    return [
+_DROPPED_HEADER: Final = "field\ndrops"  # short: the table must fit 80 columns
+
+
+def _count_cells(s: GroupSummary, dropped: bool) -> list[str]:
+    cells = [
         str(s.requests),
         str(s.errors),
         f"{s.truncated} ({s.truncated_rate * 100:.1f}%)",
@@ -331,6 +339,7 @@ def _count_cells(s: GroupSummary) -> list[str]:
         str(s.parse_failures),
         str(s.missing_terminators),
     ]
+    return [*cells, str(s.dropped_fields)] if dropped else cells
 
 
 def _time_cells(s: GroupSummary) -> list[str]:
@@ -360,24 +369,27 @@ def render_table(
 
     Counts, times and tokens share one table when it fits the width, else they are split in two;
     stop reasons get their own table, with only the reasons some group has. Truncated shows as
-    `n (x.x%)`, times as `p50/p95` in ms, tokens compactly (`12.3k/4.5k`).
+    `n (x.x%)`, times as `p50/p95` in ms, tokens compactly (`12.3k/4.5k`). The exchanges whose
+    translation dropped request fields get a column when there are any.
     """
     if not summaries:
         return "no audit records in this window\n"
     requests = sum(s.requests for s in summaries)
     title = f"{requests} requests by {by}"
+    dropped = any(s.dropped_fields for s in summaries)
+    count_headers = (*_COUNT_HEADERS, _DROPPED_HEADER) if dropped else _COUNT_HEADERS
     combined = _group_table(
         title,
         by,
-        _COUNT_HEADERS + _TIME_HEADERS,
-        [(s.group, _count_cells(s) + _time_cells(s)) for s in summaries],
+        count_headers + _TIME_HEADERS,
+        [(s.group, _count_cells(s, dropped) + _time_cells(s)) for s in summaries],
     )
     if _natural_width(combined) <= console_width:
         tables = [combined]
     else:
         tables = [
             _group_table(
-                title, by, _COUNT_HEADERS, [(s.group, _count_cells(s)) for s in summaries]
+                title, by, count_headers, [(s.group, _count_cells(s, dropped)) for s in summaries]
             ),
             _group_table(
                 f"times and tokens by {by}",

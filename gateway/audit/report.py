@@ -2,7 +2,8 @@
 
 `summarize` groups records by provider, model, route or client format and counts, per group, the
 requests, errors, each normalized stop reason, cut answers, withheld tool calls, argument parse
-failures and missing stream terminators, with time percentiles and token sums.
+failures, missing stream terminators and the exchanges whose translation dropped request fields,
+with time percentiles and token sums.
 `truncated_list` lists the latest cut exchanges. Rendering lives in `gateway.audit.render`.
 
 Conventions, so numbers mean the same thing everywhere:
@@ -77,6 +78,7 @@ class GroupSummary:
     total_p95_ms: float | None
     input_tokens: int
     output_tokens: int
+    dropped_fields: int = 0  # exchanges whose request translation dropped at least one field
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +167,7 @@ def _summarize_group(by: str, key: str, records: list[AuditRecord]) -> GroupSumm
         total_p95_ms=percentile(total, 95),
         input_tokens=sum(r.input_tokens or 0 for r in records),
         output_tokens=sum(r.output_tokens or 0 for r in records),
+        dropped_fields=sum(1 for r in records if r.dropped_fields),
     )
 
 

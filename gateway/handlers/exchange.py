@@ -160,6 +160,7 @@ async def _attempt(
     wire = wire_for(provider.wire)
     policy = gateway.settings.truncation.tool_calls
     translation = _upstream_payload(client, wire.name, obj, raw, route.upstream_model)
+    _record_dropped(record, translation.dropped)
     terms = ReplyTerms(
         exchange.id,
         provider.name,
@@ -193,6 +194,13 @@ class _Upstream:
     payload: bytes
     dropped: Dropped = NOTHING_DROPPED
     tools: Mapping[str, ToolOrigin] = field(default_factory=dict)
+
+
+def _record_dropped(record: AuditRecord, dropped: Dropped) -> None:
+    """What this attempt's translation left out, by name and count (never a value)."""
+    record.dropped_fields = list(dropped.fields) or None
+    record.dropped_tools = len(dropped.tools)
+    record.dropped_input_items = sum(dropped.items.values())
 
 
 def _upstream_payload(

@@ -1,14 +1,21 @@
 """Anthropic Messages request body -> OpenAI Chat Completions request body.
 
-    >>> body = {"system": "Be brief.", "max_tokens": 64,
+    >>> body = {"system": "Be brief.", "max_tokens": 64, "top_k": 5,
     ...         "messages": [{"role": "user", "content": "hi"}]}
-    >>> translate_request(body, "gpt-x")["messages"]
-    [{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'hi'}]
+    >>> translation = translate_request(body, "gpt-x")
+    >>> translation.body["messages"], translation.dropped.fields
+    ([{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'hi'}], ('top_k',))
 
-Anthropic-only fields (thinking, top_k, service_tier, context_management, output_config,
-container, mcp_servers, cache_control, ...) are dropped, as are content blocks Chat Completions
-cannot carry (documents, thinking, server tool blocks): the request still goes through.
-Tool-use ids are kept unchanged so that results match their calls.
+Carried: system, messages, max_tokens (`max_completion_tokens`), temperature, top_p,
+stop_sequences, metadata.user_id (`user`), custom tools (with `strict`), tool_choice and
+disable_parallel_tool_use, output_config.format or the beta output_format (`response_format`),
+output_config.effort and thinking (`reasoning_effort`), service_tier
+(gateway.translate.request_options); cache_control, because OpenAI caches prompt prefixes by
+itself. Every other field (top_k, container, context_management, mcp_servers, inference_geo,
+speed, ...) is not sent and is named in `Translation.dropped`, as are server tools (by type) and
+the content blocks Chat Completions cannot carry (documents, thinking, server tool blocks, file
+images; counted by type): the request still goes through. Tool-use ids are kept unchanged so
+that results match their calls.
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ from typing import Any
 import orjson
 
 from gateway.errors import InvalidRequest
+from gateway.translate.drops import ANTHROPIC_MESSAGES_FIELDS, Drops, anthropic_kind
+from gateway.translate.request_options import output_config_to_openai, service_tier_to_openai
+from gateway.translate.translation import Translation
 
 Block = dict[str, Any]
 Message = dict[str, Any]
@@ -27,12 +37,14 @@ Message = dict[str, Any]
 
 @dataclass
 class _UserTurn:
+    drops: Drops
     tool_messages: list[Message] = field(default_factory=list)
     parts: list[Block] = field(default_factory=list)
 
 
 @dataclass
 class _AssistantTurn:
+    drops: Drops
     texts: list[str] = field(default_factory=list)
     tool_calls: list[Block] = field(default_factory=list)
 
@@ -41,14 +53,40 @@ UserBlock = Callable[[Block, str, _UserTurn], None]
 AssistantBlock = Callable[[Block, str, _AssistantTurn], None]
 
 
-def translate_request(body: dict[str, Any], upstream_model: str) -> dict[str, Any]:
+# The fields read here: whatever else the body holds is reported as dropped.
+_READ = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "stop_sequences",
+        "metadata",
+        "stream",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+        "output_format",
+        "service_tier",
+        "cache_control",
+    }
+)
+# Values that ask for no more than what OpenAI does anyway: not sent, and nothing lost.
+_DEFAULTS: dict[str, Any] = {"mcp_servers": [], "speed": "standard"}
+
+
+def translate_request(body: dict[str, Any], upstream_model: str) -> Translation:
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object")
-    system = _system_text(body.get("system"), "system")
+    drops = Drops(ANTHROPIC_MESSAGES_FIELDS, anthropic_kind)
+    system = _system_text(body.get("system"), "system", drops)
     messages = [{"role": "system", "content": system}] if system else []
     out: dict[str, Any] = {
         "model": upstream_model,
-        "messages": messages + _convert_messages(body.get("messages")),
+        "messages": messages + _convert_messages(body.get("messages"), drops),
     }
     max_tokens = body.get("max_tokens")
     if isinstance(max_tokens, int) and not isinstance(max_tokens, bool):
@@ -68,20 +106,25 @@ def translate_request(body: dict[str, Any], upstream_model: str) -> dict[str, An
         if out["stream"]:
             # Without it OpenAI streams no usage, and the Anthropic message_delta needs it.
             out["stream_options"] = {"include_usage": True}
-    out.update(_tools(body))
-    return out
+    out.update(_tools(body, drops))
+    out.update(output_config_to_openai(body, drops))
+    service_tier = service_tier_to_openai(body.get("service_tier"), drops)
+    if service_tier is not None:
+        out["service_tier"] = service_tier
+    drops.unread(body, _READ, _DEFAULTS)
+    return Translation(out, drops.dropped())
 
 
 def _invalid(path: str, problem: str) -> InvalidRequest:
     return InvalidRequest(f"{path}: {problem}", path)
 
 
-def _system_text(system: Any, path: str) -> str:
+def _system_text(system: Any, path: str, drops: Drops) -> str:
     if system is None:
         return ""
     if isinstance(system, str):
         return system
-    return "\n\n".join(_block_texts(_blocks(system, path), path))
+    return "\n\n".join(_block_texts(_blocks(system, path), path, drops))
 
 
 def _blocks(content: Any, path: str) -> list[Block]:
@@ -93,15 +136,18 @@ def _blocks(content: Any, path: str) -> list[Block]:
     return content
 
 
-def _block_texts(blocks: list[Block], path: str) -> list[str]:
-    """The non-empty texts of the text blocks; other blocks are dropped."""
-    texts = [
-        _string(b, "text", f"{path}[{j}]") for j, b in enumerate(blocks) if b["type"] == "text"
-    ]
-    return [text for text in texts if text]
+def _block_texts(blocks: list[Block], path: str, drops: Drops) -> list[str]:
+    """The non-empty texts of the text blocks; other blocks are dropped, and counted."""
+    texts = []
+    for j, block in enumerate(blocks):
+        if block["type"] != "text":
+            drops.item(block["type"])
+        elif text := _string(block, "text", f"{path}[{j}]"):
+            texts.append(text)
+    return texts
 
 
-def _convert_messages(messages: Any) -> list[Message]:
+def _convert_messages(messages: Any, drops: Drops) -> list[Message]:
     if not isinstance(messages, list):
         raise _invalid("messages", "must be an array")
     out: list[Message] = []
@@ -113,21 +159,21 @@ def _convert_messages(messages: Any) -> list[Message]:
         handler = _ROLE_HANDLERS.get(role) if isinstance(role, str) else None
         if handler is None:
             raise _invalid(f"{path}.role", f"must be one of {', '.join(_ROLE_HANDLERS)}")
-        out += handler(message.get("content"), f"{path}.content")
+        out += handler(message.get("content"), f"{path}.content", drops)
     return out
 
 
-def _system_message(content: Any, path: str) -> list[Message]:
+def _system_message(content: Any, path: str, drops: Drops) -> list[Message]:
     """Claude Code puts `role: "system"` entries inside `messages`."""
-    text = _system_text(content, path)
+    text = _system_text(content, path, drops)
     return [{"role": "system", "content": text}] if text else []
 
 
-def _user_message(content: Any, path: str) -> list[Message]:
+def _user_message(content: Any, path: str, drops: Drops) -> list[Message]:
     """Tool results become `tool` messages, which must come before the rest of the turn."""
     if isinstance(content, str):
         return [{"role": "user", "content": content}]
-    turn = _UserTurn()
+    turn = _UserTurn(drops)
     for j, block in enumerate(_blocks(content, path)):
         user_block: UserBlock = _USER_BLOCKS.get(block["type"], _drop)
         user_block(block, f"{path}[{j}]", turn)
@@ -136,10 +182,10 @@ def _user_message(content: Any, path: str) -> list[Message]:
     return turn.tool_messages
 
 
-def _assistant_message(content: Any, path: str) -> list[Message]:
+def _assistant_message(content: Any, path: str, drops: Drops) -> list[Message]:
     if isinstance(content, str):
         return [{"role": "assistant", "content": content}]
-    turn = _AssistantTurn()
+    turn = _AssistantTurn(drops)
     for j, block in enumerate(_blocks(content, path)):
         assistant_block: AssistantBlock = _ASSISTANT_BLOCKS.get(block["type"], _drop)
         assistant_block(block, f"{path}[{j}]", turn)
@@ -151,15 +197,16 @@ def _assistant_message(content: Any, path: str) -> list[Message]:
     return [message]
 
 
-_ROLE_HANDLERS: dict[str, Callable[[Any, str], list[Message]]] = {
+_ROLE_HANDLERS: dict[str, Callable[[Any, str, Drops], list[Message]]] = {
     "user": _user_message,
     "assistant": _assistant_message,
     "system": _system_message,
 }
 
 
-def _drop(block: Block, path: str, turn: Any) -> None:
+def _drop(block: Block, path: str, turn: _UserTurn | _AssistantTurn) -> None:
     """Blocks Chat Completions cannot carry (document, thinking, server tools, new types)."""
+    turn.drops.item(block["type"])
 
 
 def _string(block: Block, key: str, path: str) -> str:
@@ -185,25 +232,26 @@ def _user_image(block: Block, path: str, turn: _UserTurn) -> None:
     elif source.get("type") == "url":
         url = _string(source, "url", f"{path}.source")
     else:
-        return  # a `file` source refers to Anthropic's Files API, unknown to OpenAI
+        turn.drops.item("image")  # a `file` source: Anthropic's Files API, unknown to OpenAI
+        return
     turn.parts.append({"type": "image_url", "image_url": {"url": url}})
 
 
 def _user_tool_result(block: Block, path: str, turn: _UserTurn) -> None:
     call_id = _string(block, "tool_use_id", path)
-    text = _tool_result_text(block.get("content"), f"{path}.content")
+    text = _tool_result_text(block.get("content"), f"{path}.content", turn.drops)
     if block.get("is_error") is True:
         text = f"Error: {text}"
     turn.tool_messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
 
 
-def _tool_result_text(content: Any, path: str) -> str:
+def _tool_result_text(content: Any, path: str, drops: Drops) -> str:
     """Text of a tool result; its images and documents cannot go into an OpenAI tool message."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    return "\n".join(_block_texts(_blocks(content, path), path))
+    return "\n".join(_block_texts(_blocks(content, path), path, drops))
 
 
 _USER_BLOCKS: dict[str, UserBlock] = {
@@ -234,19 +282,26 @@ _ASSISTANT_BLOCKS: dict[str, AssistantBlock] = {
 }
 
 
-def _tools(body: dict[str, Any]) -> dict[str, Any]:
+def _tools(body: dict[str, Any], drops: Drops) -> dict[str, Any]:
     raw = body.get("tools") or []
     if not isinstance(raw, list):
         raise _invalid("tools", "must be an array")
-    converted = (_tool(tool, f"tools[{i}]") for i, tool in enumerate(raw))
-    tools = [tool for tool in converted if tool is not None]
+    tools = []
+    for i, tool in enumerate(raw):
+        converted = _tool(tool, f"tools[{i}]")
+        if converted is None:
+            drops.tool(tool.get("type"))
+        else:
+            tools.append(converted)
+    choice = body.get("tool_choice")
+    kind = choice.get("type") if isinstance(choice, dict) else None
     if not tools:
+        if choice is not None and kind not in ("auto", "none"):
+            drops.field("tool_choice")  # it forces a tool that did not survive
         return {}
     out: dict[str, Any] = {"tools": tools}
-    choice = body.get("tool_choice")
     if choice is None:
         return out
-    kind = choice.get("type") if isinstance(choice, dict) else None
     if not isinstance(kind, str) or kind not in _CHOICES:
         raise _invalid("tool_choice", "must be one of auto, any, tool or none")
     out["tool_choice"] = _CHOICES[kind](choice)
@@ -265,6 +320,8 @@ def _tool(tool: Any, path: str) -> Block | None:
     if tool.get("description"):
         function["description"] = tool["description"]
     function["parameters"] = tool.get("input_schema") or {"type": "object", "properties": {}}
+    if isinstance(tool.get("strict"), bool):
+        function["strict"] = tool["strict"]
     return {"type": "function", "function": function}
 
 

@@ -1,12 +1,19 @@
 """OpenAI Chat Completions request body -> Anthropic Messages request body.
 
-    >>> body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50}
-    >>> translate_request(body, "claude-x")["messages"]
-    [{'role': 'user', 'content': [{'type': 'text', 'text': 'hi'}]}]
+    >>> body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50, "seed": 7}
+    >>> translation = translate_request(body, "claude-x")
+    >>> translation.body["messages"], translation.dropped.fields
+    ([{'role': 'user', 'content': [{'type': 'text', 'text': 'hi'}]}], ('seed',))
 
-Only the fields read here reach the upstream; OpenAI-only fields (response_format, seed,
-logprobs, penalties, stream_options, store, metadata, reasoning_effort, service_tier, ...) are
-dropped. Tool-call ids are kept unchanged: Anthropic matches `tool_result.tool_use_id` exactly.
+Carried: messages (system and developer folded into `system`), max_completion_tokens or
+max_tokens, temperature, top_p, top_k (an extension of OpenAI-compatible servers), stop,
+safety_identifier or user (`metadata.user_id`), tools and the legacy functions, tool_choice and
+function_call, parallel_tool_calls (`disable_parallel_tool_use`), response_format and
+reasoning_effort (`output_config`), service_tier (gateway.translate.request_options). Every other
+field that asks for something (seed, logprobs, penalties, logit_bias, store, metadata, verbosity,
+prompt_cache_key, ...) is not sent, and is named in `Translation.dropped`. Content parts Anthropic
+cannot take are refused, not dropped. Tool-call ids are kept unchanged: Anthropic matches
+`tool_result.tool_use_id` exactly.
 """
 
 from __future__ import annotations
@@ -18,7 +25,14 @@ from typing import Any
 import orjson
 
 from gateway.errors import InvalidRequest
+from gateway.translate.drops import OPENAI_CHAT_FIELDS, Drops
 from gateway.translate.nesting import MAX_DEPTH, too_deep
+from gateway.translate.openai_anthropic_tools import tools_to_anthropic
+from gateway.translate.request_options import (
+    output_config_to_anthropic,
+    service_tier_to_anthropic,
+)
+from gateway.translate.translation import Translation
 
 Block = dict[str, Any]
 
@@ -31,14 +45,54 @@ class _Conversation:
     legacy_call_id: str | None = None
 
 
+# The fields read here, and transport the gateway handles itself (stream_options): whatever else
+# the body holds is reported as dropped.
+_READ = frozenset(
+    {
+        "model",
+        "messages",
+        "max_completion_tokens",
+        "max_tokens",
+        "n",
+        "stream",
+        "stream_options",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop",
+        "safety_identifier",
+        "user",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "functions",
+        "function_call",
+        "response_format",
+        "reasoning_effort",
+        "service_tier",
+    }
+)
+# Values that ask for no more than what Anthropic does anyway: not sent, and nothing lost.
+_DEFAULTS: dict[str, Any] = {
+    "logprobs": False,
+    "presence_penalty": 0,
+    "frequency_penalty": 0,
+    "logit_bias": {},
+    "store": False,
+    "metadata": {},
+    "modalities": ["text"],
+}
+
+
 def translate_request(
     body: dict[str, Any], upstream_model: str, *, default_max_tokens: int = 4096
-) -> dict[str, Any]:
+) -> Translation:
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object")
     n = body.get("n")
     if isinstance(n, int) and n > 1:
         raise InvalidRequest("n > 1 is not supported by Anthropic upstreams", "n")
+    drops = Drops(OPENAI_CHAT_FIELDS)
     conversation = _convert_messages(body.get("messages"))
     out: dict[str, Any] = {
         "model": upstream_model,
@@ -47,19 +101,22 @@ def translate_request(
     }
     if conversation.system:
         out["system"] = "\n\n".join(conversation.system)
-    for key in ("temperature", "top_p"):
+    for key in ("temperature", "top_p", "top_k"):
         if body.get(key) is not None:
             out[key] = body[key]
     stop = _stop_sequences(body.get("stop"))
     if stop:
         out["stop_sequences"] = stop
-    user = body.get("user")
-    if isinstance(user, str) and user:
-        out["metadata"] = {"user_id": user}
+    out.update(_metadata(body, drops))
     if "stream" in body:
         out["stream"] = body["stream"] is True
-    out.update(_tools(body))
-    return out
+    out.update(tools_to_anthropic(body, drops))
+    out.update(output_config_to_anthropic(body, drops))
+    service_tier = service_tier_to_anthropic(body.get("service_tier"), drops)
+    if service_tier is not None:
+        out["service_tier"] = service_tier
+    drops.unread(body, _READ, _DEFAULTS)
+    return Translation(out, drops.dropped())
 
 
 def _invalid(path: str, problem: str) -> InvalidRequest:
@@ -75,6 +132,22 @@ def _max_tokens(body: dict[str, Any], default: int) -> int:
             raise _invalid(key, "must be an integer")
         return value
     return default
+
+
+def _metadata(body: dict[str, Any], drops: Drops) -> dict[str, Any]:
+    """`metadata.user_id` from safety_identifier (OpenAI's successor of `user`), else user."""
+    given = []
+    for key in ("safety_identifier", "user"):
+        value = body.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _invalid(key, "must be a string")
+        if value:
+            given.append(key)
+    if not given:
+        return {}
+    for key in given[1:]:
+        drops.field(key)  # Anthropic has one user id
+    return {"metadata": {"user_id": body[given[0]]}}
 
 
 def _stop_sequences(stop: Any) -> list[str]:
@@ -299,45 +372,3 @@ def _tool_result(call_id: str, content: Any, path: str) -> Block:
     elif texts := _text_blocks(_texts(content, path)):
         block["content"] = texts
     return block
-
-
-def _tools(body: dict[str, Any]) -> dict[str, Any]:
-    raw = body.get("tools") or []
-    if not isinstance(raw, list):
-        raise _invalid("tools", "must be an array")
-    if not raw:
-        return {}
-    out: dict[str, Any] = {"tools": [_tool(tool, f"tools[{i}]") for i, tool in enumerate(raw)]}
-    choice = _tool_choice(body.get("tool_choice"))
-    if body.get("parallel_tool_calls") is False:
-        choice = choice or {"type": "auto"}
-        if choice["type"] != "none":
-            choice["disable_parallel_tool_use"] = True
-    if choice:
-        out["tool_choice"] = choice
-    return out
-
-
-def _tool(tool: Any, path: str) -> Block:
-    if not isinstance(tool, dict) or tool.get("type", "function") != "function":
-        raise _invalid(path, "only function tools can be sent to Anthropic")
-    function = _object(tool, "function", path)
-    out: Block = {"name": _string(function, "name", f"{path}.function")}
-    if function.get("description"):
-        out["description"] = function["description"]
-    out["input_schema"] = function.get("parameters") or {"type": "object", "properties": {}}
-    return out
-
-
-_CHOICE_STRINGS: dict[str, str] = {"none": "none", "auto": "auto", "required": "any"}
-
-
-def _tool_choice(choice: Any) -> dict[str, Any] | None:
-    if choice is None:
-        return None
-    if isinstance(choice, str) and choice in _CHOICE_STRINGS:
-        return {"type": _CHOICE_STRINGS[choice]}
-    function = choice.get("function") if isinstance(choice, dict) else None
-    if isinstance(function, dict) and isinstance(function.get("name"), str):
-        return {"type": "tool", "name": function["name"]}
-    raise _invalid("tool_choice", "must be none, auto, required or a named function")

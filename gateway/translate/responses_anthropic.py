@@ -50,9 +50,10 @@ def translate_request(
 ) -> Translation:
     _check_input(body.get("input"))
     chat = responses_openai.translate_request(body, upstream_model)
-    out = openai_anthropic.translate_request(
+    core = openai_anthropic.translate_request(
         chat.body, upstream_model, default_max_tokens=default_max_tokens
     )
+    out = core.body  # what the core dropped is named below in Responses terms
     _allowed_tools(body, out)
     output_config = _output_config(body)
     if output_config:
@@ -60,7 +61,8 @@ def translate_request(
     user = body.get("safety_identifier") or body.get("user")
     if isinstance(user, str) and user:
         out["metadata"] = {"user_id": user}
-    fields = list(dropped_fields(body, CARRIED))
+    carried = CARRIED | {key for key in ("service_tier",) if key in out}  # mapped by the core
+    fields = list(dropped_fields(body, carried))
     text = body.get("text")
     if isinstance(text, dict) and text.get("verbosity") is not None:
         fields.append("text.verbosity")

@@ -28,18 +28,9 @@ __all__ = ["NOTHING_DROPPED", "TRANSLATORS", "Dropped", "Translation", "translat
 Translator = Callable[[dict[str, Any], str], Translation]
 
 
-def _carried(translate: Callable[[dict[str, Any], str], dict[str, Any]]) -> Translator:
-    """A translator that reports no drops yet."""
-
-    def translator(body: dict[str, Any], upstream_model: str) -> Translation:
-        return Translation(translate(body, upstream_model))
-
-    return translator
-
-
 TRANSLATORS: dict[tuple[str, str], Translator] = {
-    ("openai", "anthropic"): _carried(openai_anthropic.translate_request),
-    ("anthropic", "openai"): _carried(anthropic_openai.translate_request),
+    ("openai", "anthropic"): openai_anthropic.translate_request,
+    ("anthropic", "openai"): anthropic_openai.translate_request,
     ("responses", "openai"): responses_openai.translate_request,
     ("responses", "anthropic"): responses_anthropic.translate_request,
 }

@@ -1,0 +1,112 @@
+"""OpenAI Chat tools and tool choice -> Anthropic Messages tools and tool choice.
+
+    >>> tools_to_anthropic({"tools": [{"type": "function", "function": {"name": "now"}}],
+    ...                     "parallel_tool_calls": False}, Drops(()))["tool_choice"]
+    {'type': 'auto', 'disable_parallel_tool_use': True}
+
+Only function tools exist on both wires: any other tool type is refused, not dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.errors import InvalidRequest
+from gateway.translate.drops import Drops
+
+Block = dict[str, Any]
+
+
+def _invalid(path: str, problem: str) -> InvalidRequest:
+    return InvalidRequest(f"{path}: {problem}", path)
+
+
+def _string(obj: Block, key: str, path: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise _invalid(f"{path}.{key}", "must be a string")
+    return value
+
+
+def _object(obj: Block, key: str, path: str) -> Block:
+    value = obj.get(key)
+    if not isinstance(value, dict):
+        raise _invalid(f"{path}.{key}", "must be an object")
+    return value
+
+
+def tools_to_anthropic(body: dict[str, Any], drops: Drops) -> dict[str, Any]:
+    """`tools` (or the legacy `functions`), `tool_choice` (or `function_call`) and
+    `parallel_tool_calls` as Anthropic's `tools` and `tool_choice`."""
+    raw = body.get("tools") or []
+    if not isinstance(raw, list):
+        raise _invalid("tools", "must be an array")
+    if raw:
+        tools = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(raw)]
+        choice = _tool_choice(body.get("tool_choice"))
+        for legacy in ("functions", "function_call"):
+            if body.get(legacy):
+                drops.field(legacy)  # `tools` supersedes them
+    else:
+        tools, choice = _legacy_functions(body)
+    if not tools:
+        for key in ("tool_choice", "function_call"):
+            if body.get(key) not in (None, "none", "auto"):
+                drops.field(key)  # it forces a tool the request does not define
+        return {}
+    out: dict[str, Any] = {"tools": tools}
+    if body.get("parallel_tool_calls") is False:
+        choice = choice or {"type": "auto"}
+        if choice["type"] != "none":
+            choice["disable_parallel_tool_use"] = True
+    if choice:
+        out["tool_choice"] = choice
+    return out
+
+
+def _tool(tool: Any, path: str) -> Block:
+    if not isinstance(tool, dict) or tool.get("type", "function") != "function":
+        raise _invalid(path, "only function tools can be sent to Anthropic")
+    return _function_tool(_object(tool, "function", path), f"{path}.function")
+
+
+def _function_tool(function: Any, path: str) -> Block:
+    if not isinstance(function, dict):
+        raise _invalid(path, "must be an object")
+    out: Block = {"name": _string(function, "name", path)}
+    if function.get("description"):
+        out["description"] = function["description"]
+    out["input_schema"] = function.get("parameters") or {"type": "object", "properties": {}}
+    if isinstance(function.get("strict"), bool):
+        out["strict"] = function["strict"]
+    return out
+
+
+def _legacy_functions(body: dict[str, Any]) -> tuple[list[Block], dict[str, Any] | None]:
+    """The deprecated `functions` / `function_call` pair, read as tools and a tool choice."""
+    raw = body.get("functions") or []
+    if not isinstance(raw, list):
+        raise _invalid("functions", "must be an array")
+    tools = [_function_tool(function, f"functions[{i}]") for i, function in enumerate(raw)]
+    choice = body.get("function_call")
+    if not tools or choice is None:
+        return tools, None
+    if isinstance(choice, str) and choice in ("none", "auto"):
+        return tools, {"type": choice}
+    if isinstance(choice, dict) and isinstance(choice.get("name"), str):
+        return tools, {"type": "tool", "name": choice["name"]}
+    raise _invalid("function_call", "must be none, auto or a named function")
+
+
+_CHOICE_STRINGS: dict[str, str] = {"none": "none", "auto": "auto", "required": "any"}
+
+
+def _tool_choice(choice: Any) -> dict[str, Any] | None:
+    if choice is None:
+        return None
+    if isinstance(choice, str) and choice in _CHOICE_STRINGS:
+        return {"type": _CHOICE_STRINGS[choice]}
+    function = choice.get("function") if isinstance(choice, dict) else None
+    if isinstance(function, dict) and isinstance(function.get("name"), str):
+        return {"type": "tool", "name": function["name"]}
+    raise _invalid("tool_choice", "must be none, auto, required or a named function")

@@ -14,7 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.errors import InvalidRequest
-from gateway.translate import anthropic_openai, openai_anthropic
+from gateway.translate import (
+    anthropic_openai,
+    anthropic_responses,
+    openai_anthropic,
+    openai_responses,
+)
 from gateway.translate.translation import NOTHING_DROPPED, Dropped, Translation
 
 __all__ = ["NOTHING_DROPPED", "TRANSLATORS", "Dropped", "Translation", "translate_request"]
@@ -35,6 +40,8 @@ def _carried(translate: Callable[[dict[str, Any], str], dict[str, Any]]) -> Tran
 TRANSLATORS: dict[tuple[str, str], Translator] = {
     ("openai", "anthropic"): _carried(openai_anthropic.translate_request),
     ("anthropic", "openai"): _carried(anthropic_openai.translate_request),
+    ("openai", "openai_responses"): openai_responses.translate_request,
+    ("anthropic", "openai_responses"): anthropic_responses.translate_request,
 }
 
 

@@ -247,9 +247,9 @@ def _tool_result(block: Block, path: str, turn: _Turn) -> None:
             turn.drops.item(part["type"])
         else:
             convert(part, f"{path}.content[{j}]", inner)
-    output: str | list[Block] = "\n".join(p["text"] for p in inner.parts)
-    if any(p["type"] != "input_text" for p in inner.parts):
-        output = inner.parts  # images: the output takes parts, as a message does
+    output: str | list[Block] = inner.parts  # images: the output takes parts, as a message does
+    if all(p["type"] == "input_text" for p in inner.parts):
+        output = "\n".join(p["text"] for p in inner.parts)
     if block.get("is_error") is True:
         output = f"Error: {output}" if isinstance(output, str) else [input_text("Error:"), *output]
     turn.results.append(function_call_output(call_id, output))

@@ -449,3 +449,54 @@ def test_an_upstream_error_status_keeps_its_status_and_retry_after(
     assert isinstance(seen.error, kind), seen.error
     assert seen.error.status_code == status
     assert seen.error.response.headers.get("retry-after") == retry_after
+
+
+# --- a Claude Code style request --------------------------------------------------------------
+
+
+def test_a_claude_code_style_request_reaches_the_responses_upstream(rstack):
+    """Streaming, `?beta=true`, adaptive thinking, cache_control, a long metadata.user_id,
+    `role: "system"` inside messages: what the upstream gets, and the names the client is told
+    were dropped. Thinking summaries come back as a thinking block."""
+    model = model_name()
+    items = [reasoning_item("Plan: look it up."), text_item("Sunny."), WEATHER]
+    rstack.upstream.script(model, Script(chunks=responses_sse(stream_events(items))))
+    user_id = "user_" + "f" * 64 + "_account__session_0000"
+    client = rstack.anthropic()
+    with client.messages.stream(
+        model=model,
+        max_tokens=32000,
+        system=[
+            {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}
+        ],
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Weather?", "cache_control": {"type": "ephemeral"}}
+                ],
+            },
+        ],
+        tools=[{"name": "weather", "input_schema": {"type": "object", "properties": {}}}],
+        metadata={"user_id": user_id},
+        extra_body={"thinking": {"type": "adaptive"}, "context_management": {"edits": []}},
+        extra_query={"beta": "true"},
+        extra_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"},
+    ) as stream:
+        gateway = None
+        for event in stream:
+            if event.type == "message_delta":
+                gateway = (event.model_extra or {}).get("gateway")
+        message = stream.get_final_message()
+    assert [block.type for block in message.content] == ["thinking", "text", "tool_use"]
+    assert message.content[0].thinking == "Plan: look it up."
+    assert message.stop_reason == "tool_use"
+    assert message.content[2].id == "call_w1"
+    body = rstack.upstream.last(model).json
+    assert body["instructions"] == "You are Claude Code."
+    assert body["reasoning"] == {"summary": "auto"}
+    assert body["max_output_tokens"] == 32000
+    assert len(body["safety_identifier"]) == 64 and user_id not in str(body)
+    assert body["store"] is False
+    assert gateway is not None
+    assert gateway["dropped_fields"] == ["cache_control", "context_management"]

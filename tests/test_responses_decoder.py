@@ -21,7 +21,8 @@ from gateway.events import (
     ToolCallStart,
     Usage,
 )
-from gateway.formats.openai_responses import OpenAIResponsesDecoder, response_events, usage_event
+from gateway.formats.openai_responses import OpenAIResponsesDecoder, response_events
+from gateway.formats.openai_responses_items import usage_event
 from gateway.formats.registry import UNREADABLE, wire_for
 from gateway.formats.shape import ShapeError
 from gateway.formats.sse import SSEFrame

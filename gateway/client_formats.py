@@ -33,6 +33,8 @@ from gateway.handlers.validation import (
 )
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
+from gateway.translate.responses_request import relayed_tool_origins
+from gateway.translate.translation import ToolOrigin
 
 RelayBody = Callable[[dict[str, Any], Verdict, ReplyTerms], dict[str, Any]]
 BuildBody = Callable[[AggregatedResponse, Verdict, ReplyTerms], dict[str, Any]]
@@ -57,6 +59,9 @@ class ClientFormat:
     models_body: Callable[[Sequence[str]], dict[str, Any]]
     # GET on its paths with `Upgrade: websocket` is refused with 426 (Codex then uses HTTP).
     refuses_websocket: bool = False
+    # How the client declared the tools of a request relayed unchanged, for answers rebuilt
+    # from events (a custom tool's call goes back as the format's own custom call).
+    relay_tools: Callable[[dict[str, Any]], Mapping[str, ToolOrigin]] = lambda body: {}
 
     def relays(self, wire: str) -> bool:
         return wire == self.relay_wire
@@ -128,6 +133,7 @@ RESPONSES = ClientFormat(
     tool_turns=responses_turns,
     models_body=openai_body.models_body,
     refuses_websocket=True,
+    relay_tools=relayed_tool_origins,
 )
 
 CLIENT_FORMATS: Mapping[str, ClientFormat] = {

@@ -20,6 +20,7 @@ class OpenAIProvider:
     """
 
     wire = "openai"
+    path = "/chat/completions"  # under base_url
 
     def __init__(
         self,
@@ -31,7 +32,7 @@ class OpenAIProvider:
         connect_timeout: float = 10,
     ) -> None:
         self.name = name
-        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._url = base_url.rstrip("/") + self.path
         self._api_key = api_key
         self._http = HttpTransport(name, timeout=timeout, connect_timeout=connect_timeout)
 

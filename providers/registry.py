@@ -16,6 +16,7 @@ from providers.anthropic import AnthropicProvider
 from providers.base import Provider
 from providers.mock import MockProvider
 from providers.openai import OpenAIProvider
+from providers.openai_responses import OpenAIResponsesProvider
 
 
 class ProviderOptions(Protocol):
@@ -67,6 +68,12 @@ KINDS: Mapping[str, ProviderKind] = {
     for kind in (
         ProviderKind(
             "openai", OpenAIProvider.wire, _http(OpenAIProvider), "https://api.openai.com/v1"
+        ),
+        ProviderKind(
+            "openai_responses",
+            OpenAIResponsesProvider.wire,
+            _http(OpenAIResponsesProvider),
+            "https://api.openai.com/v1",
         ),
         ProviderKind(
             "anthropic",

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from gateway.events import Event, StreamEnd, StreamError
-from gateway.formats import anthropic_messages, openai_chat
+from gateway.formats import anthropic_messages, openai_chat, openai_responses
 from gateway.formats.sse import SSEDecoder, SSEFrame
 from gateway.normalize.aggregate import AggregatedResponse, ChunkAggregator
 
@@ -31,12 +31,20 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 DECODERS: dict[str, Any] = {
     "openai": openai_chat.OpenAIChatDecoder,
     "anthropic": anthropic_messages.AnthropicDecoder,
+    "openai_responses": openai_responses.OpenAIResponsesDecoder,
 }
 BODY_DECODERS: dict[str, Any] = {
     "openai": openai_chat.response_events,
     "anthropic": anthropic_messages.response_events,
+    "openai_responses": openai_responses.response_events,
 }
-WIRE_BY_FOLDER = {"openai_chat": "openai", "other": "openai", "anthropic": "anthropic"}
+WIRE_BY_FOLDER = {
+    "openai_chat": "openai",
+    "other": "openai",
+    "anthropic": "anthropic",
+    "openai_responses": "openai_responses",
+}
+EVENT_LINES = frozenset({"anthropic", "openai_responses"})  # wires whose frames name their type
 
 
 def fixture_path(name: str) -> Path:
@@ -55,7 +63,7 @@ def rebuild(lines: Iterable[bytes], wire: str) -> bytes:
     """Wire form of `*.chunks.jsonl` payload lines."""
     out: list[bytes] = []
     for line in lines:
-        if wire == "anthropic":
+        if wire in EVENT_LINES:
             kind = orjson.loads(line)["type"].encode()
             out.append(b"event: " + kind + b"\ndata: " + line + b"\n\n")
         else:

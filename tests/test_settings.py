@@ -283,7 +283,8 @@ OPENAI_X = '[providers.x]\nkind = "openai"\n'
         ('[server]\nhost = ""', "server.host: must not be empty"),
         (
             '[providers.x]\nkind = "gemini"',
-            'providers.x.kind: unknown provider kind "gemini" (known: anthropic, mock, openai)',
+            'providers.x.kind: unknown provider kind "gemini" '
+            "(known: anthropic, mock, openai, openai_responses)",
         ),
         (OPENAI_X + "timeout = 0", "providers.x.timeout: must be greater than 0"),
         (

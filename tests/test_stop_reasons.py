@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from gateway.events import CUT_STOP_REASONS, Stop, StopReason, StreamEnd, StreamError
-from gateway.formats import anthropic_messages, openai_chat, stop_reasons
+from gateway.formats import anthropic_messages, openai_chat, openai_responses, stop_reasons
 from gateway.formats.sse import SSEFrame
-from gateway.formats.stop_reasons import from_anthropic, from_openai, to_anthropic, to_openai
+from gateway.formats.stop_reasons import (
+    from_anthropic,
+    from_openai,
+    from_responses,
+    to_anthropic,
+    to_openai,
+)
 from gateway.normalize.aggregate import ChunkAggregator
 from gateway.normalize.truncation import extension, judge
 
@@ -37,6 +44,16 @@ ANTHROPIC_NATIVE = {
     "refusal": S.REFUSAL,
     "pause_turn": S.PAUSE,
     "model_context_window_exceeded": S.CONTEXT_WINDOW,
+}
+# The Responses wire's native values, made from the terminal response (no finish reason there).
+RESPONSES_NATIVE = {
+    "completed": S.STOP,
+    "incomplete:max_output_tokens": S.LENGTH,
+    "incomplete:content_filter": S.CONTENT_FILTER,
+    "incomplete:max_messages": S.PAUSE,
+    "incomplete:steered": S.PAUSE,
+    "failed": S.ERROR,
+    "cancelled": S.ABORTED,
 }
 # Normalized -> what each client format sees (ERROR / ABORTED become error events instead).
 TO_OPENAI = {
@@ -96,6 +113,7 @@ def test_the_tables_hold_exactly_these_rows():
     """A row added to a production table without a test here is a failure too."""
     assert dict(stop_reasons.OPENAI_NATIVE) == {**OPENAI_NATIVE, **OPENAI_COMPATIBLE}
     assert dict(stop_reasons.ANTHROPIC_NATIVE) == ANTHROPIC_NATIVE
+    assert dict(stop_reasons.RESPONSES_NATIVE) == RESPONSES_NATIVE
     assert dict(stop_reasons.TO_OPENAI) == {**TO_OPENAI, S.UNKNOWN: "stop"}
     assert dict(stop_reasons.TO_ANTHROPIC) == {**TO_ANTHROPIC, S.UNKNOWN: "end_turn"}
 
@@ -109,6 +127,50 @@ def test_anthropic_native_values(native, reason):
 def test_unknown_native_values_are_unknown_never_stop(native):
     assert from_openai(native) is S.UNKNOWN
     assert from_anthropic(native) is S.UNKNOWN
+    assert from_responses(native) is S.UNKNOWN
+
+
+@pytest.mark.parametrize(("native", "reason"), RESPONSES_NATIVE.items())
+def test_responses_native_values(native, reason):
+    assert from_responses(native) is reason
+
+
+def responses_body(native: str) -> dict:
+    status, _, reason = native.partition(":")
+    body = {"id": "r", "model": "m", "status": status, "output": []}
+    if reason:
+        body["incomplete_details"] = {"reason": reason}
+    return body
+
+
+# Every row through the body decoder (failed is a StreamError there: it carries the error).
+@pytest.mark.parametrize(
+    ("native", "reason"), [(n, r) for n, r in RESPONSES_NATIVE.items() if n != "failed"]
+)
+def test_responses_body_stop_reason_keeps_native(native, reason):
+    stops = [
+        e for e in openai_responses.response_events(responses_body(native)) if isinstance(e, Stop)
+    ]
+    assert [(s.reason, s.native) for s in stops] == [(reason, native)]
+
+
+@pytest.mark.parametrize(
+    ("native", "reason"),
+    [(n, r) for n, r in RESPONSES_NATIVE.items() if ":" in n or n == "completed"],
+)
+def test_responses_stop_through_the_stream_decoder(native, reason):
+    terminal = "response.incomplete" if native.startswith("incomplete") else "response.completed"
+    data = orjson.dumps({"type": terminal, "response": responses_body(native)})
+    events = openai_responses.OpenAIResponsesDecoder().decode(SSEFrame(terminal, data))[1]
+    assert [(e.reason, e.native) for e in events if isinstance(e, Stop)] == [(reason, native)]
+    assert isinstance(events[-1], StreamEnd)
+
+
+@pytest.mark.parametrize("native", ["incomplete:weird_new_reason", "incomplete", "cancelled_x"])
+def test_unknown_responses_values_stay_unknown_and_are_not_cut(native):
+    events = openai_responses.response_events(responses_body(native))
+    stops = [e for e in events if isinstance(e, Stop)]
+    assert [(s.reason, s.native) for s in stops] == [(S.UNKNOWN, native)]
 
 
 @pytest.mark.parametrize("native", UNKNOWN_NATIVES)

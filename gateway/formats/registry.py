@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.events import Event, StopReason
-from gateway.formats import anthropic_messages, openai_chat, stop_reasons
+from gateway.formats import anthropic_messages, openai_chat, openai_responses, stop_reasons
 from gateway.formats.sse import SSEFrame
 
 # What a decoder raises on a frame or body that is not its wire's (orjson's errors and shape
@@ -74,7 +74,15 @@ ANTHROPIC = Wire(
     Completeness.TERMINATOR,
 )
 
-WIRES: Mapping[str, Wire] = {wire.name: wire for wire in (OPENAI, ANTHROPIC)}
+OPENAI_RESPONSES = Wire(
+    "openai_responses",
+    openai_responses.OpenAIResponsesDecoder,
+    openai_responses.response_events,
+    stop_reasons.RESPONSES_NATIVE,
+    Completeness.TERMINATOR,
+)
+
+WIRES: Mapping[str, Wire] = {wire.name: wire for wire in (OPENAI, ANTHROPIC, OPENAI_RESPONSES)}
 
 
 class UnknownWire(LookupError):

@@ -38,6 +38,20 @@ ANTHROPIC_NATIVE: Mapping[str, StopReason] = {
     "model_context_window_exceeded": S.CONTEXT_WINDOW,
 }
 
+# The Responses wire has no finish reason: its native value is made from the terminal response,
+# `completed`, `incomplete:<incomplete_details.reason>` (bare `incomplete` when it gives none) or
+# the status itself (`failed`, `cancelled`). `completed` turns TOOL_CALLS in the decoder when
+# the output holds tool calls (gateway.formats.openai_responses).
+RESPONSES_NATIVE: Mapping[str, StopReason] = {
+    "completed": S.STOP,
+    "incomplete:max_output_tokens": S.LENGTH,
+    "incomplete:content_filter": S.CONTENT_FILTER,
+    "incomplete:max_messages": S.PAUSE,  # openai 3.57 (PROTOCOLS.md §e.1)
+    "incomplete:steered": S.PAUSE,  # openai 3.57
+    "failed": S.ERROR,
+    "cancelled": S.ABORTED,
+}
+
 TO_OPENAI: Mapping[StopReason, str] = {
     S.STOP: "stop",
     S.TOOL_CALLS: "tool_calls",
@@ -96,6 +110,10 @@ def from_openai(native: str | None) -> StopReason:
 
 def from_anthropic(native: str | None) -> StopReason:
     return normalized(ANTHROPIC_NATIVE, native)
+
+
+def from_responses(native: str | None) -> StopReason:
+    return normalized(RESPONSES_NATIVE, native)
 
 
 def to_openai(reason: StopReason, has_tool_calls: bool) -> str:

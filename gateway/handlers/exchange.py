@@ -208,11 +208,13 @@ def _upstream_payload(
 ) -> _Upstream:
     """What goes upstream: the client's own bytes when the wire is the client's and the route
     does not rename the model; else the body renamed or translated, with what it dropped."""
-    if client.relays(wire) and obj.get("model") == upstream_model:
-        return _Upstream(raw)
+    if client.relays(wire):
+        tools = client.relay_tools(obj)
+        if obj.get("model") == upstream_model:
+            return _Upstream(raw, tools=tools)
     try:
         if client.relays(wire):
-            return _Upstream(orjson.dumps({**obj, "model": upstream_model}))
+            return _Upstream(orjson.dumps({**obj, "model": upstream_model}), tools=tools)
         translation = translate_request(client.name, wire, obj, upstream_model)
         return _Upstream(orjson.dumps(translation.body), translation.dropped, translation.tools)
     except orjson.JSONEncodeError:  # nested deeper than the encoder writes (tool inputs too)

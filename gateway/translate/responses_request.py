@@ -195,6 +195,15 @@ def _allowed(choice: dict[str, Any], tools: ToolReading) -> ToolChoice | None:
     return ToolChoice(mode if len(names) == len(tools.functions) else "allowed", tuple(names))
 
 
+def relayed_tool_origins(body: dict[str, Any]) -> dict[str, ToolOrigin]:
+    """A Responses upstream names a call by the tool's own name: the custom tools, by name."""
+    try:
+        tools = read_tools(body.get("tools"))
+    except InvalidRequest:
+        return {}  # the upstream judges the request it was sent unchanged
+    return {o.name: o for o in tools.origins.values() if o.custom and o.namespace is None}
+
+
 def dropped_fields(body: dict[str, Any], carried: Iterable[str]) -> tuple[str, ...]:
     """The request's top-level fields neither the gateway nor the translation carries."""
     kept = GATEWAY_FIELDS.union(carried)

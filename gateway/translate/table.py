@@ -16,7 +16,9 @@ from typing import Any
 from gateway.errors import InvalidRequest
 from gateway.translate import (
     anthropic_openai,
+    anthropic_responses,
     openai_anthropic,
+    openai_responses,
     responses_anthropic,
     responses_openai,
 )
@@ -31,6 +33,8 @@ Translator = Callable[[dict[str, Any], str], Translation]
 TRANSLATORS: dict[tuple[str, str], Translator] = {
     ("openai", "anthropic"): openai_anthropic.translate_request,
     ("anthropic", "openai"): anthropic_openai.translate_request,
+    ("openai", "openai_responses"): openai_responses.translate_request,
+    ("anthropic", "openai_responses"): anthropic_responses.translate_request,
     ("responses", "openai"): responses_openai.translate_request,
     ("responses", "anthropic"): responses_anthropic.translate_request,
 }

@@ -1,0 +1,144 @@
+"""A Responses client in front of a Responses upstream (`kind = "openai_responses"`): the
+request goes up as the client sent it (unknown fields kept), the answer is rebuilt from its
+events, so the grammar, held and withheld calls, the gateway's own response id and the
+`gateway` object hold exactly as for the other wires."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.responses_support import WEATHER_TOOL, check_grammar, post
+from tests.responses_upstream import (
+    ResponsesStack,
+    call_item,
+    response,
+    responses_sse,
+    stream_events,
+    text_item,
+)
+from tests.upstream import Script
+
+
+@pytest.fixture(scope="module")
+def rstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ResponsesStack]:
+    stack = ResponsesStack(Path(tmp_path_factory.mktemp("responses-same")))
+    stack.start()
+    yield stack
+    stack.stop()
+
+
+def scripted(rstack: ResponsesStack, script: Script) -> str:
+    model = f"rs-{uuid.uuid4().hex[:10]}"
+    rstack.upstream.script(model, script)
+    return model
+
+
+def events_of(text: str) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for block in text.split("\n\n"):
+        if block.strip():
+            lines = dict(line.split(": ", 1) for line in block.split("\n") if ": " in line)
+            out.append((lines["event"], json.loads(lines["data"])))
+    return out
+
+
+def test_the_request_goes_up_unchanged(rstack):
+    model = scripted(rstack, Script(body=orjson.dumps(response([text_item("hi")]))))
+    body = {
+        "model": model,
+        "input": [{"role": "user", "content": "hi"}],
+        "x_future_field": {"kept": [1, 2]},
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+    }
+
+    status, _, text = post(rstack, body)
+
+    assert status == 200, text
+    received = rstack.upstream.last(model)
+    assert received.path == "/v1/responses" and received.json == body
+    assert received.headers["Authorization"].startswith("Bearer sk-upstream-SECRET")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_text_and_calls_through_the_sdk(rstack, stream):
+    items = [text_item("Checking."), call_item("call_1", "get_weather", '{"city":"Bern"}')]
+    script = (
+        Script(chunks=responses_sse(stream_events(items)))
+        if stream
+        else Script(body=orjson.dumps(response(items)))
+    )
+    model = scripted(rstack, script)
+    client = rstack.openai()
+
+    if stream:
+        with client.responses.stream(model=model, input="hi", tools=[WEATHER_TOOL]) as events:
+            for _ in events:
+                pass
+            result = events.get_final_response()
+    else:
+        result = client.responses.create(model=model, input="hi", tools=[WEATHER_TOOL])
+
+    assert result.output_text == "Checking."
+    (call,) = [item for item in result.output if item.type == "function_call"]
+    assert (call.call_id, json.loads(call.arguments)) == ("call_1", {"city": "Bern"})
+    assert result.id.startswith("resp_") and result.id != "resp_1"  # the gateway's own id
+    ext = result.model_extra["gateway"]
+    assert (ext["stop_reason"], ext["native_stop_reason"]) == ("tool_calls", "completed")
+
+
+def test_an_upstream_rotating_its_ids_still_gives_one_identity(rstack):
+    events = stream_events([text_item("Hello there")])
+    for n, event in enumerate(events):
+        if "response" in event:
+            event["response"] = {**event["response"], "id": f"resp_rotated_{n}"}
+    model = scripted(rstack, Script(chunks=responses_sse(events)))
+
+    with rstack.openai().responses.stream(model=model, input="hi") as stream:
+        for _ in stream:
+            pass
+        result = stream.get_final_response()  # raises when the identity changes
+
+    assert result.output_text == "Hello there"
+
+
+def test_a_cut_call_is_withheld(rstack):
+    items = [text_item("Let me"), call_item("call_9", "get_weather", '{"city": "Zür')]
+    events = stream_events(items, status="incomplete", reason="max_output_tokens")
+    model = scripted(rstack, Script(chunks=responses_sse(events)))
+
+    status, _, text = post(rstack, {"model": model, "input": "hi", "stream": True})
+
+    assert status == 200
+    frames = events_of(text)
+    final = check_grammar(frames)
+    assert frames[-1][0] == "response.incomplete"
+    assert "Zür" not in text and "function_call" not in text
+    assert final["gateway"]["withheld_tool_calls"] == [{"id": "call_9", "name": "get_weather"}]
+
+
+APPLY_PATCH = {"type": "custom", "name": "apply_patch", "description": "Apply a patch"}
+
+
+def test_a_custom_tool_call_comes_back_as_one(rstack):
+    item = {
+        "type": "custom_tool_call",
+        "id": "ctc_1",
+        "call_id": "call_p",
+        "name": "apply_patch",
+        "input": "*** Begin Patch\n*** End Patch",
+    }
+    model = scripted(rstack, Script(body=orjson.dumps(response([item]))))
+
+    result = rstack.openai().responses.create(model=model, input="patch", tools=[APPLY_PATCH])
+
+    (call,) = result.output
+    assert call.type == "custom_tool_call"
+    assert (call.call_id, call.name, call.input) == ("call_p", "apply_patch", item["input"])

@@ -31,6 +31,7 @@ from gateway.loop import (
     Hooks,
     HTTPModelClient,
     OpenAIChatClient,
+    OpenAIResponsesClient,
     ToolCall,
     ToolResult,
 )
@@ -209,6 +210,10 @@ class LoopStack:
         client: HTTPModelClient
         if fmt == "openai":
             client = OpenAIChatClient(
+                base + "/v1", "sk-test", model, max_tokens=max_tokens, stream=stream
+            )
+        elif fmt == "responses":
+            client = OpenAIResponsesClient(
                 base + "/v1", "sk-test", model, max_tokens=max_tokens, stream=stream
             )
         else:

@@ -47,6 +47,16 @@ class Completeness(enum.Enum):
     EVERY_CHOICE_FINISHED = "complete once every choice it opened got a finish reason"
 
 
+def top_level_extension(obj: dict[str, Any]) -> Any:
+    return obj.get("gateway")
+
+
+def terminal_response_extension(obj: dict[str, Any]) -> Any:
+    """A Responses stream carries the object on its terminal event's `response`."""
+    response = obj.get("response")
+    return response.get("gateway") if isinstance(response, dict) else obj.get("gateway")
+
+
 @dataclass(frozen=True, slots=True)
 class Wire:
     name: str
@@ -54,6 +64,9 @@ class Wire:
     body_events: Callable[[dict[str, Any]], list[Event]]
     stop_reasons: Mapping[str, StopReason]
     completeness: Completeness
+    # Where a frame of this wire carries the gateway's `gateway` object, when the upstream is
+    # a gateway (read by `gateway.loop`, which may talk to one).
+    extension: Callable[[dict[str, Any]], Any] = top_level_extension
 
     def stop_reason(self, native: object) -> StopReason:
         return stop_reasons.normalized(self.stop_reasons, native)
@@ -80,6 +93,7 @@ OPENAI_RESPONSES = Wire(
     openai_responses.response_events,
     stop_reasons.RESPONSES_NATIVE,
     Completeness.TERMINATOR,
+    terminal_response_extension,
 )
 
 WIRES: Mapping[str, Wire] = {wire.name: wire for wire in (OPENAI, ANTHROPIC, OPENAI_RESPONSES)}

@@ -35,11 +35,11 @@ does, and works against the gateway or straight against any OpenAI- or Anthropic
 Modules: `agent` (AgentLoop, run_loop, Limits, CutPolicy), `watch` (cancellation and the
 deadline), `result` (LoopResult, Iteration, CompletionReason), `errors` (the error tree), `turn`
 (Turn, ToolCall, StopReason), `messages` (the history), `tools` (Tool, Hooks), `guards` (stall and
-runaway counters), `model` (the ModelClient seam), `http`, `openai_chat`, `anthropic_messages`
-(the two HTTP clients), `subagent` (a loop run as another loop's tool, and the result text its
-parent reads), `shorten` (the middle of an answer elided, its end kept), `reading` (a response
-read into a Turn with the gateway's own SSE decoder, wire decoders, stop-reason tables and
-aggregator), `stops` (the `gateway` extension object).
+runaway counters), `model` (the ModelClient seam), `http`, `openai_chat`, `anthropic_messages`,
+`openai_responses` (the three HTTP clients), `subagent` (a loop run as another loop's tool,
+and the result text its parent reads), `shorten` (the middle of an answer elided, its end
+kept), `reading` (a response read into a Turn with the gateway's own SSE decoder, wire
+decoders, stop-reason tables and aggregator), `stops` (the `gateway` extension object).
 """
 
 from gateway.loop.agent import TRUNCATION_MARKER, AgentLoop, CutPolicy, Limits, run_loop
@@ -67,6 +67,7 @@ from gateway.loop.http import HTTPModelClient
 from gateway.loop.messages import AssistantMessage, Message, ToolResult, UserMessage
 from gateway.loop.model import ModelClient, ModelRequest
 from gateway.loop.openai_chat import OpenAIChatClient
+from gateway.loop.openai_responses import OpenAIResponsesClient
 from gateway.loop.result import CompletionReason, Iteration, LoopResult
 from gateway.loop.shorten import shorten
 from gateway.loop.subagent import INCOMPLETE_NOTE, result_text, subagent_tool
@@ -110,6 +111,7 @@ __all__ = [
     "ModelRequest",
     "ModelTimeout",
     "OpenAIChatClient",
+    "OpenAIResponsesClient",
     "ProtocolError",
     "RefusedError",
     "RunawayError",

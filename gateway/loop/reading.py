@@ -30,9 +30,10 @@ class TurnStream:
     that broke, or ended short of its wire's completeness rule, makes a failed turn that still
     carries what arrived (which the loop never runs)."""
 
-    __slots__ = ("_agg", "_decoder", "_ext", "_native", "_over", "_sse")
+    __slots__ = ("_agg", "_decoder", "_ext", "_native", "_over", "_sse", "_wire")
 
     def __init__(self, wire: Wire) -> None:
+        self._wire = wire
         self._sse = SSEDecoder()
         self._decoder = wire.stream_decoder()
         self._agg = ChunkAggregator()
@@ -63,8 +64,10 @@ class TurnStream:
         except UNREADABLE as exc:
             problem = f"the stream sent an unreadable event ({type(exc).__name__})"
             obj, events = None, [StreamError("protocol", problem)]
-        if isinstance(obj, dict) and "gateway" in obj:
-            self._ext = obj["gateway"]
+        if isinstance(obj, dict):
+            ext = self._wire.extension(obj)
+            if ext is not None:
+                self._ext = ext
         self._events(events)
 
     def _events(self, events: list[Event]) -> None:

@@ -13,13 +13,15 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway.audit.store import open_store
 from gateway.audit.writer import AuditWriter
-from gateway.client_formats import CLIENT_FORMATS, ClientFormat, detect
+from gateway.client_formats import CLIENT_FORMATS, RESPONSES, ClientFormat, detect
 from gateway.errors import GatewayError, NotFound, UpgradeRequired
 from gateway.handlers import meta
 from gateway.handlers.exchange import Gateway, serve
 from gateway.handlers.responses import error_response, new_request_id
+from gateway.handlers.stored import stored_response_handlers
 from gateway.metrics import GatewayMetrics
 from gateway.observer import ExchangeObserver
+from gateway.responses_store import open_response_store
 from gateway.settings import Settings
 from providers.registry import build_provider
 
@@ -74,7 +76,11 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
     providers = {name: build_provider(name, cfg, env) for name, cfg in settings.providers.items()}
     metrics = GatewayMetrics()
     observer = ExchangeObserver(metrics)
-    gateway = Gateway(settings, providers, observer)
+    responses = settings.responses
+    response_store = open_response_store(
+        responses.store, responses.ttl, responses.max_entries, responses.max_bytes
+    )
+    gateway = Gateway(settings, providers, observer, response_store)
     app[GATEWAY] = gateway
 
     async def audit_writer(app: web.Application) -> AsyncIterator[None]:
@@ -107,11 +113,17 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
         for provider in providers.values():
             await provider.close()
 
+    async def keep_responses(app: web.Application) -> AsyncIterator[None]:
+        await response_store.open()
+        yield
+        await response_store.close()
+
     async def closing(app: web.Application) -> None:
         gateway.closing = True  # what is cancelled from now on, the server ended
 
     app.cleanup_ctx.append(audit_writer)
     app.cleanup_ctx.append(close_providers)
+    app.cleanup_ctx.append(keep_responses)
     app.on_shutdown.append(closing)
 
     async def models(request: web.Request) -> web.Response:
@@ -129,6 +141,10 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
             app.router.add_post(path, endpoint(client, gateway))
             if client.refuses_websocket:
                 app.router.add_get(path, websocket_refusal(client, not_found))
+    get_stored, delete_stored = stored_response_handlers(response_store)
+    for path in RESPONSES.paths:
+        app.router.add_get(path + "/{id}", get_stored)
+        app.router.add_delete(path + "/{id}", delete_stored)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/healthz", meta.healthz)
     app.router.add_get("/metrics", metrics_text)

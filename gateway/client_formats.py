@@ -62,6 +62,8 @@ class ClientFormat:
     # How the client declared the tools of a request relayed unchanged, for answers rebuilt
     # from events (a custom tool's call goes back as the format's own custom call).
     relay_tools: Callable[[dict[str, Any]], Mapping[str, ToolOrigin]] = lambda body: {}
+    # Its answers are kept for `previous_response_id` (gateway.handlers.chaining).
+    keeps_responses: bool = False
 
     def relays(self, wire: str) -> bool:
         return wire == self.relay_wire
@@ -134,6 +136,7 @@ RESPONSES = ClientFormat(
     models_body=openai_body.models_body,
     refuses_websocket=True,
     relay_tools=relayed_tool_origins,
+    keeps_responses=True,
 )
 
 CLIENT_FORMATS: Mapping[str, ClientFormat] = {

@@ -137,6 +137,51 @@ class AuditSettings(_Frozen):
     queue_size: Annotated[int, Field(ge=1)] = 10000  # records waiting for the writer
 
 
+_DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)?")
+_DURATION_UNITS: Final = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_SIZE: Final = re.compile(r"(\d+)\s*(B|KiB|MiB|GiB)?")
+_SIZE_UNITS: Final = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+
+
+def _duration(value: Any) -> Any:
+    """Seconds as a number, or a string such as "90s", "30m", "1h", "24h", "7d"."""
+    if isinstance(value, str):
+        match = _DURATION.fullmatch(value.strip())
+        if match is None:
+            raise ValueError('must be seconds or a duration such as "30m", "1h", "24h"')
+        return float(match[1]) * _DURATION_UNITS[match[2]]
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _size(value: Any) -> Any:
+    if isinstance(value, str):
+        match = _SIZE.fullmatch(value.strip())
+        if match is None:
+            raise ValueError('must be bytes or a size such as "64MiB", "1GiB"')
+        return int(match[1]) * _SIZE_UNITS[match[2]]
+    return value
+
+
+class ResponsesSettings(_Frozen):
+    """The Responses API's store for `previous_response_id` (never the audit database)."""
+
+    store: NonEmptyStr = "memory"  # "memory", "off" or "sqlite:///path"
+    ttl: Seconds = 3600.0
+    max_entries: Annotated[int, Field(ge=1)] = 10000
+    max_bytes: Annotated[int, Field(ge=1)] = 256 * 1024**2
+    unsupported_tools: Literal["drop", "reject"] = "drop"
+
+    _ttl = field_validator("ttl", mode="before")(classmethod(lambda cls, v: _duration(v)))
+    _bytes = field_validator("max_bytes", mode="before")(classmethod(lambda cls, v: _size(v)))
+
+    @field_validator("store")
+    @classmethod
+    def _known_store(cls, store: str) -> str:
+        if store in ("memory", "off") or (store.startswith("sqlite:///") and len(store) > 10):
+            return store
+        raise ValueError('must be "memory", "off" or a sqlite:/// URL')
+
+
 class AgentGuardSettings(_Frozen):
     identical_tool_calls: Annotated[int, Field(ge=2)] = 4
     action: Literal["flag", "reject"] = "flag"
@@ -157,6 +202,7 @@ class Settings(_Frozen):
     truncation: TruncationSettings = TruncationSettings()
     audit: AuditSettings = AuditSettings()
     agent_guard: AgentGuardSettings = AgentGuardSettings()
+    responses: ResponsesSettings = ResponsesSettings()
 
     @model_validator(mode="after")
     def _routes_name_providers(self) -> Settings:
@@ -206,7 +252,21 @@ def parse_settings(
         raise ConfigError(source, [_problem(err) for err in exc.errors()]) from None
     except ConfigError as exc:
         raise ConfigError(source, exc.problems) from None
-    return _with_audit_store_located(settings, config_dir, env)
+    settings = _with_audit_store_located(settings, config_dir, env)
+    return _with_responses_store_located(settings, config_dir)
+
+
+def _with_responses_store_located(
+    settings: Settings, config_dir: str | os.PathLike[str] | None
+) -> Settings:
+    """A relative SQLite path for the responses store lies beside the configuration file."""
+    responses = settings.responses
+    path = responses.store.removeprefix("sqlite:///")
+    if path == responses.store or os.path.isabs(path) or config_dir is None:
+        return settings
+    store = "sqlite:///" + os.path.join(os.fspath(config_dir), path)
+    update = {"responses": responses.model_copy(update={"store": store})}
+    return settings.model_copy(update=update)
 
 
 def _with_audit_store_located(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from gateway.audit.store import open_store, redact_url, sqlite_path
+from gateway.responses_store import open_response_store
 from gateway.settings import ProviderSettings, RouteSettings, Settings, default_settings
 from providers.http import host_port
 
@@ -81,9 +82,17 @@ def startup_report(
     ]
     info.append(Line("info", f"routes: {len(settings.routes)}"))
     info.append(Line("info", f"audit store: {store_location(audit_store)}"))
+    info.append(Line("info", f"responses store: {_describe_responses(settings)}"))
     warnings = [*_key_warnings(settings, env), *_shadowed_routes(settings.routes)]
     warnings += _mock_answers(settings, source)
     return info + [Line("warning", text) for text in warnings]
+
+
+def _describe_responses(settings: Settings) -> str:
+    """Where Responses answers are kept for previous_response_id: they hold prompts and answers,
+    so an operator must know."""
+    r = settings.responses
+    return open_response_store(r.store, r.ttl, r.max_entries, r.max_bytes).describe()
 
 
 def _describe_source(source: ConfigSource) -> str:

@@ -7,10 +7,12 @@ import pydantic
 import pytest
 
 from gateway.settings import (
+    AgentGuardSettings,
     AuditSettings,
     ConfigError,
     ProviderSettings,
     ResolvedRoute,
+    ResponsesSettings,
     RouteSettings,
     ServerSettings,
     Settings,
@@ -81,7 +83,16 @@ def test_example_file_loads_with_documented_values() -> None:
 
 @pytest.mark.parametrize(
     "model",
-    [ServerSettings, ProviderSettings, RouteSettings, TruncationSettings, AuditSettings, Settings],
+    [
+        ServerSettings,
+        ProviderSettings,
+        RouteSettings,
+        TruncationSettings,
+        AuditSettings,
+        AgentGuardSettings,
+        ResponsesSettings,
+        Settings,
+    ],
 )
 def test_example_file_shows_every_key(model: type[pydantic.BaseModel]) -> None:
     text = EXAMPLE.read_text(encoding="utf-8")

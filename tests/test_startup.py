@@ -16,6 +16,7 @@ LITERAL_SECRET = "sk-literal-SECRET-in-file"
 SECRETS = (OPENAI_SECRET, ANTHROPIC_SECRET, LITERAL_SECRET, "pg-SECRET")
 BUILT_IN = ConfigSource(None, "built-in default")
 DEFAULT_STORE = "sqlite:///gateway-audit.db"
+MEMORY_STORE = "memory, ttl 1h, at most 10000 responses / 256 MiB (lost at exit)"
 
 
 def texts(lines: list[Line], level: str) -> list[str]:
@@ -51,6 +52,7 @@ def test_built_in_default_without_keys(tmp_path, monkeypatch):
         "provider mock: kind mock, no key (mock)",
         "routes: 7",
         f"audit store: {tmp_path / 'gateway-audit.db'}",
+        f"responses store: {MEMORY_STORE}",
     ]
     assert texts(lines, "warning") == [
         "routes[1] 'claude-*' is answered by the mock: set $ANTHROPIC_API_KEY to route it to "
@@ -75,6 +77,7 @@ def test_built_in_default_with_keys_names_the_variables_never_the_values():
         "key from $ANTHROPIC_API_KEY (set)",
         "routes: 7",
         "audit store: /var/gw/audit.db",
+        f"responses store: {MEMORY_STORE}",
     ]
     assert texts(lines, "warning") == []
     assert_no_secret(lines)
@@ -222,3 +225,19 @@ def test_postgres_store_line_hides_the_password(tmp_path):
 def test_warning_lines_render_with_their_prefix():
     assert Line("warning", "careful").render() == "warning: careful"
     assert Line("info", "routes: 1").render() == "routes: 1"
+
+
+def test_the_responses_store_is_named_and_a_file_store_says_what_it_holds(tmp_path):
+    config = {"responses": {"store": "sqlite:///chains.db", "ttl": "24h"}}
+    settings = parse_settings(config, "x.toml", config_dir=tmp_path)
+
+    lines = startup_report(settings, BUILT_IN, {}, DEFAULT_STORE)
+
+    assert (
+        f"responses store: {tmp_path / 'chains.db'} (SQLite, ttl 1d; holds prompts and answers)"
+        in texts(lines, "info")
+    )
+    off = startup_report(
+        parse_settings({"responses": {"store": "off"}}), BUILT_IN, {}, DEFAULT_STORE
+    )
+    assert "responses store: off (previous_response_id is never found)" in texts(off, "info")

@@ -25,10 +25,11 @@ from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat
 from gateway.edge import read_body
 from gateway.encode import ReplyTerms
-from gateway.errors import GatewayError, ModelNotFound, RunawaySuspected
+from gateway.errors import GatewayError, InvalidRequest, ModelNotFound, RunawaySuspected
 from gateway.events import StreamError
 from gateway.formats.registry import wire_for
 from gateway.handlers.attempt import Attempt
+from gateway.handlers.chaining import Chain, open_chain
 from gateway.handlers.recording import complete_record
 from gateway.handlers.responses import error_response, new_request_id
 from gateway.handlers.streaming import stream_reply
@@ -36,6 +37,7 @@ from gateway.handlers.upstream_errors import status_error
 from gateway.handlers.validation import RequestBody, nested_too_deep, parse_json, validate
 from gateway.handlers.whole import whole_reply
 from gateway.observer import ExchangeObserver
+from gateway.responses_store import OffStore, ResponseStore
 from gateway.settings import ResolvedRoute, Settings
 from gateway.translate.table import NOTHING_DROPPED, Dropped, translate_request
 from gateway.translate.translation import ToolOrigin
@@ -49,6 +51,7 @@ class Gateway:
     settings: Settings
     providers: Mapping[str, Provider]
     observer: ExchangeObserver
+    responses: ResponseStore = field(default_factory=OffStore)  # for previous_response_id
     closing: bool = False  # the server is shutting down: what it cancels now, it ended
 
 
@@ -62,6 +65,7 @@ class Exchange:
     request_body: dict[str, Any] | None = None  # kept only for content logging
     attempt: Attempt | None = None
     ended_by: str | None = None  # one of audit.record.ENDED_BY when it ended early
+    chain: Chain | None = None  # a Responses answer to keep, and the history it continued
 
 
 async def serve(client: ClientFormat, gateway: Gateway, request: web.Request) -> web.StreamResponse:
@@ -140,6 +144,9 @@ async def _exchange(
     record.route = route.route.match
     record.provider = route.provider_name
     record.upstream_model = route.upstream_model
+    if client.keeps_responses:
+        exchange.chain, obj, raw = await open_chain(gateway.responses, obj, raw, request.headers)
+        record.previous_response_id = exchange.chain.parent_id
     _check_runaway(gateway, client, obj, record)
     provider = gateway.providers[route.provider_name]
     return await _attempt(exchange, gateway, request, provider, route, body, obj, raw)
@@ -161,6 +168,9 @@ async def _attempt(
     policy = gateway.settings.truncation.tool_calls
     translation = _upstream_payload(client, wire.name, obj, raw, route.upstream_model)
     _record_dropped(record, translation.dropped)
+    if translation.dropped.tools and gateway.settings.responses.unsupported_tools == "reject":
+        names = ", ".join(translation.dropped.tools)
+        raise InvalidRequest(f"tools: this upstream cannot run these tools: {names}", "tools")
     terms = ReplyTerms(
         exchange.id,
         provider.name,
@@ -173,6 +183,7 @@ async def _attempt(
         echo=body.echo(obj),
         encrypted_reasoning=body.wants_encrypted_reasoning,
     )
+    record.response_id = terms.response_id
     attempt = exchange.attempt = Attempt(provider, wire, terms)
     headers = {k: request.headers[k] for k in FORWARDED_HEADERS if k in request.headers}
     payload = translation.payload
@@ -183,8 +194,12 @@ async def _attempt(
             raise status_error(reply.status, reply.headers, await reply.read(), wire.name)
         attempt.answered = True
         if record.stream:
-            return await stream_reply(client, attempt, reply, request, record)
-        return await whole_reply(client, attempt, reply)
+            response = await stream_reply(client, attempt, reply, request, record)
+        else:
+            response = await whole_reply(client, attempt, reply)
+        if exchange.chain is not None:
+            await exchange.chain.keep(attempt)
+        return response
     finally:
         reply.release()
 

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
-from gateway.errors import InvalidJSON, InvalidRequest, PreviousResponseNotFound
+from gateway.errors import InvalidJSON, InvalidRequest
 from gateway.translate.nesting import MAX_DEPTH, too_deep
 
 
@@ -134,15 +134,9 @@ class ResponsesBody(RequestBody):
         for name in RESPONSES_REFUSED:
             if getattr(self, name) not in (None, False):
                 raise _invalid(endpoint, name, "is not supported by this gateway")
-        if self.previous_response_id is not None:
-            raise PreviousResponseNotFound(
-                f"Previous response {self.previous_response_id!r} not found: this gateway keeps "
-                "no responses yet, so send the whole conversation in `input`",
-                "previous_response_id",
-            )
-        if self.input is None:
+        if self.input is None and self.previous_response_id is None:
             raise _invalid(endpoint, "input", "is required")
-        if not isinstance(self.input, str | list):
+        if self.input is not None and not isinstance(self.input, str | list):
             raise _invalid(endpoint, "input", "must be a string or an array of items")
         for i, item in enumerate(self.input if isinstance(self.input, list) else ()):
             _check_item(endpoint, i, item)

@@ -1,0 +1,89 @@
+"""`previous_response_id` and `store` for Responses clients (RESPONSES.md §10).
+
+Before the attempt, the stored conversation is put in front of the request's own input, so every
+upstream, stateless, receives the whole history; after a completed or incomplete answer, the
+request's own items and the answer's output items as delivered (withheld calls are not among
+them) are kept, unless the request said `store: false`. A failed answer is never kept.
+
+    chain, obj, raw = await open_chain(store, obj, raw, request.headers)
+    ...
+    await chain.keep(attempt)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.encode import responses_body
+from gateway.errors import PreviousResponseNotFound
+from gateway.handlers.attempt import BROKEN, Attempt
+from gateway.responses_store import ResponseStore, StoredResponse, owner_of
+from gateway.responses_store.base import chain_items
+
+Item = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Chain:
+    store: ResponseStore
+    owner: str
+    parent_id: str | None
+    items_in: list[Item]  # this request's own input, as items
+    kept: bool  # the request did not say store: false
+    model: str
+
+    async def keep(self, attempt: Attempt) -> None:
+        terms = attempt.terms
+        if not self.kept or terms.response_id is None or attempt.aggregator.error is not None:
+            return
+        verdict = attempt.verdict()
+        if verdict.stop_reason in BROKEN:
+            return
+        body = responses_body.build_body(attempt.aggregator.final(), verdict, terms)
+        now = time.time()
+        entry = StoredResponse(
+            terms.response_id,
+            self.parent_id,
+            self.owner,
+            now,
+            now + _ttl(self.store),
+            self.model,
+            self.items_in,
+            body["output"],
+            body,
+        )
+        await self.store.put(entry)
+
+
+def _ttl(store: ResponseStore) -> float:
+    ttl = getattr(store, "ttl", 0.0)
+    return float(ttl) if isinstance(ttl, int | float) else 0.0
+
+
+def own_items(value: Any) -> list[Item]:
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    return list(value) if isinstance(value, list) else []
+
+
+async def open_chain(
+    store: ResponseStore, obj: dict[str, Any], raw: bytes, headers: Any
+) -> tuple[Chain, dict[str, Any], bytes]:
+    owner = owner_of(store.secret, headers)
+    items = own_items(obj.get("input"))
+    parent = obj.get("previous_response_id")
+    chain = Chain(store, owner, parent, items, obj.get("store") is not False, str(obj["model"]))
+    if parent is None:
+        return chain, obj, raw
+    history = await chain_items(store, parent, owner)
+    if history is None:
+        raise PreviousResponseNotFound(
+            f"Previous response with id '{parent}' not found.", "previous_response_id"
+        )
+    rebuilt = {k: v for k, v in obj.items() if k != "previous_response_id"}
+    rebuilt["input"] = history + items
+    return chain, rebuilt, orjson.dumps(rebuilt)

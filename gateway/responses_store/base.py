@@ -1,0 +1,126 @@
+"""The store seam: entries, owners, and the backends by URL."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Item = dict[str, Any]
+MAX_CHAIN = 1000  # links followed back from one previous_response_id
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    id: str
+    parent_id: str | None
+    owner: str
+    created_at: float
+    expires_at: float
+    model: str
+    items_in: list[Item]
+    items_out: list[Item]
+    response: dict[str, Any] = field(default_factory=dict)  # the object `GET` returns
+
+    @property
+    def size(self) -> int:
+        """A cheap upper-bound estimate of the bytes it holds, for the memory bound."""
+        return len(repr(self.items_in)) + len(repr(self.items_out)) + len(repr(self.response))
+
+
+class ResponseStore(Protocol):
+    kind: str  # how the startup line names it
+    secret: bytes  # the key owners are hashed with
+
+    async def open(self) -> None: ...
+
+    async def put(self, entry: StoredResponse) -> None: ...
+
+    async def get(self, response_id: str, owner: str) -> StoredResponse | None: ...
+
+    async def delete(self, response_id: str, owner: str) -> bool: ...
+
+    async def close(self) -> None: ...
+
+    def describe(self) -> str: ...
+
+
+async def chain_items(store: ResponseStore, response_id: str, owner: str) -> list[Item] | None:
+    """The conversation up to and including `response_id`: each link's input then output
+    items, oldest first; None when any link is missing, expired or another owner's."""
+    links: list[StoredResponse] = []
+    current: str | None = response_id
+    while current is not None:
+        if len(links) >= MAX_CHAIN:
+            return None
+        entry = await store.get(current, owner)
+        if entry is None:
+            return None
+        links.append(entry)
+        current = entry.parent_id
+    items: list[Item] = []
+    for entry in reversed(links):
+        items += entry.items_in
+        items += entry.items_out
+    return items
+
+
+def owner_of(secret: bytes, headers: Mapping[str, str]) -> str:
+    """A keyed hash of the caller's credential (Authorization or x-api-key; none is a caller
+    too): the store never holds the credential itself."""
+    credential = headers.get("authorization") or headers.get("x-api-key") or ""
+    return hmac.new(secret, credential.encode(), hashlib.sha256).hexdigest()
+
+
+class OffStore:
+    """`store = "off"`: nothing is kept, every chain is not found."""
+
+    kind = "off"
+    secret = b""
+
+    async def open(self) -> None:
+        return None
+
+    async def put(self, entry: StoredResponse) -> None:
+        return None
+
+    async def get(self, response_id: str, owner: str) -> StoredResponse | None:
+        return None
+
+    async def delete(self, response_id: str, owner: str) -> bool:
+        return False
+
+    async def close(self) -> None:
+        return None
+
+    def describe(self) -> str:
+        return "off (previous_response_id is never found)"
+
+
+def human_duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def human_size(size: int) -> str:
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} bytes"
+
+
+def open_response_store(url: str, ttl: float, max_entries: int, max_bytes: int) -> ResponseStore:
+    from gateway.responses_store.memory import MemoryStore
+    from gateway.responses_store.sqlite import SQLiteResponseStore
+
+    if url == "off":
+        return OffStore()
+    if url == "memory":
+        return MemoryStore(ttl, max_entries, max_bytes)
+    if url.startswith("sqlite:///"):
+        return SQLiteResponseStore(url.removeprefix("sqlite:///"), ttl)
+    raise ValueError('responses.store must be "memory", "off" or a sqlite:/// URL')

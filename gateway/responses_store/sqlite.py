@@ -1,0 +1,115 @@
+"""An opt-in store in a SQLite file, for operators who want chains to outlive a restart. Every
+call runs in a worker thread: the event loop never waits on the disk."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import sqlite3
+import time
+
+import orjson
+
+from gateway.responses_store.base import StoredResponse, human_duration
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS responses (
+        id TEXT PRIMARY KEY, parent_id TEXT, owner TEXT NOT NULL, created_at REAL NOT NULL,
+        expires_at REAL NOT NULL, model TEXT NOT NULL, items_in BLOB NOT NULL,
+        items_out BLOB NOT NULL, response BLOB NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS responses_expiry ON responses (expires_at)",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
+)
+PURGE_EVERY = 60.0
+
+
+class SQLiteResponseStore:
+    kind = "sqlite"
+
+    def __init__(self, path: str, ttl: float) -> None:
+        self.path = path  # made absolute where the disk may be touched (not on the loop)
+        self.ttl = ttl
+        self.secret = b""
+        self._db: sqlite3.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._purged = 0.0
+
+    async def open(self) -> None:
+        self.secret = await asyncio.to_thread(self._open)
+
+    def _open(self) -> bytes:
+        self.path = os.path.abspath(self.path)
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        for statement in SCHEMA:
+            db.execute(statement)
+        row = db.execute("SELECT value FROM meta WHERE key = 'owner_secret'").fetchone()
+        if row is None:  # kept in the file: owners stay valid across restarts
+            secret = secrets.token_bytes(32)
+            db.execute("INSERT INTO meta VALUES ('owner_secret', ?)", (secret,))
+        else:
+            secret = bytes(row[0])
+        self._db = db
+        return secret
+
+    async def _run(self, statement: str, args: tuple[object, ...]) -> list[tuple[object, ...]]:
+        assert self._db is not None, "open() first"
+        db = self._db
+        async with self._lock:
+            return await asyncio.to_thread(lambda: db.execute(statement, args).fetchall())
+
+    async def put(self, entry: StoredResponse) -> None:
+        row = (
+            entry.id,
+            entry.parent_id,
+            entry.owner,
+            entry.created_at,
+            entry.expires_at,
+            entry.model,
+            orjson.dumps(entry.items_in),
+            orjson.dumps(entry.items_out),
+            orjson.dumps(entry.response),
+        )
+        await self._run("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", row)
+        now = time.time()
+        if now - self._purged > PURGE_EVERY:
+            self._purged = now
+            await self._run("DELETE FROM responses WHERE expires_at <= ?", (now,))
+
+    async def get(self, response_id: str, owner: str) -> StoredResponse | None:
+        rows = await self._run(
+            "SELECT id, parent_id, owner, created_at, expires_at, model, items_in, items_out,"
+            " response FROM responses WHERE id = ? AND owner = ? AND expires_at > ?",
+            (response_id, owner, time.time()),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return StoredResponse(
+            str(r[0]),
+            None if r[1] is None else str(r[1]),
+            str(r[2]),
+            float(r[3]),  # type: ignore[arg-type]
+            float(r[4]),  # type: ignore[arg-type]
+            str(r[5]),
+            orjson.loads(r[6]),  # type: ignore[arg-type]
+            orjson.loads(r[7]),  # type: ignore[arg-type]
+            orjson.loads(r[8]),  # type: ignore[arg-type]
+        )
+
+    async def delete(self, response_id: str, owner: str) -> bool:
+        found = await self.get(response_id, owner)
+        if found is None:
+            return False
+        await self._run("DELETE FROM responses WHERE id = ? AND owner = ?", (response_id, owner))
+        return True
+
+    async def close(self) -> None:
+        if self._db is not None:
+            db, self._db = self._db, None
+            await asyncio.to_thread(db.close)
+
+    def describe(self) -> str:
+        ttl = human_duration(self.ttl)
+        return f"{os.path.abspath(self.path)} (SQLite, ttl {ttl}; holds prompts and answers)"

@@ -142,3 +142,42 @@ def test_a_custom_tool_call_comes_back_as_one(rstack):
     (call,) = result.output
     assert call.type == "custom_tool_call"
     assert (call.call_id, call.name, call.input) == ("call_p", "apply_patch", item["input"])
+
+
+ROWS = [
+    # upstream status, incomplete reason, items, client status, client reason, normalized
+    ("completed", None, [text_item("done")], "completed", None, "stop"),
+    ("incomplete", "max_output_tokens", [text_item("cut")], "incomplete", "max_output_tokens",
+     "length"),
+    ("incomplete", "content_filter", [text_item("filtered")], "incomplete", "content_filter",
+     "content_filter"),
+    ("incomplete", "max_messages", [text_item("paused")], "completed", None, "pause"),
+    ("incomplete", "some_future_reason", [text_item("hm")], "completed", None, "unknown"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize(
+    ("up_status", "up_reason", "items", "status", "reason", "normalized"),
+    ROWS,
+    ids=[f"{r[0]}-{r[1]}" for r in ROWS],
+)
+def test_stop_rows_of_a_responses_upstream(
+    rstack, stream, up_status, up_reason, items, status, reason, normalized
+):
+    if stream:
+        events = stream_events(items, status=up_status, reason=up_reason)
+        script = Script(chunks=responses_sse(events))
+    else:
+        script = Script(body=orjson.dumps(response(items, up_status, up_reason)))
+    model = scripted(rstack, script)
+
+    got, _, text = post(rstack, {"model": model, "input": "hi", "stream": stream})
+
+    assert got == 200, text
+    final = check_grammar(events_of(text)) if stream else json.loads(text)
+    assert final["status"] == status
+    assert (final["incomplete_details"] or {}).get("reason") == reason
+    native = up_status if up_reason is None else f"{up_status}:{up_reason}"
+    ext = final["gateway"]
+    assert (ext["stop_reason"], ext["native_stop_reason"]) == (normalized, native)

@@ -90,6 +90,7 @@ class Say:
     stop: str | None = None
     broken: bool = False
     delay: float = 0.0
+    thinking: str = ""  # a thinking block first, signed `sig_<n>` (Anthropic wire only)
 
 
 @dataclass
@@ -107,7 +108,15 @@ def _answer(say: Say, wire: str, n: int) -> Answer:
         for k, (name, args) in enumerate(say.calls)
     ]
     native = NATIVE[wire][say.stop] if say.stop else None
-    return Answer(text=say.text, tools=tools, native_stop=native, terminator=not say.broken)
+    signature = f"sig_{n}" if say.thinking else None
+    return Answer(
+        text=say.text,
+        tools=tools,
+        native_stop=native,
+        terminator=not say.broken,
+        thinking=say.thinking,
+        signature=signature,
+    )
 
 
 def _error_body(fail: Fail, wire: str) -> dict[str, Any]:

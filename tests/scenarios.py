@@ -31,6 +31,9 @@ class Answer:
     terminator: bool = True  # False: the stream just ends (no finish / message_stop)
     error_mid: bool = False  # an error event after the text
     usage: tuple[int, int] = (12, 34)
+    # A thinking block before the text, with its signature (rendered on the Anthropic wire only).
+    thinking: str = ""
+    signature: str | None = None
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -116,20 +119,27 @@ def anthropic_events(answer: Answer, model: str, cut_tool: bool = False) -> list
     }
     out: list[dict[str, Any]] = [{"type": "message_start", "message": message}, {"type": "ping"}]
     index = 0
+    if answer.thinking or answer.signature:
+        out += _thinking_events(answer, index)
+        index += 1
     if answer.text:
         out.append(
             {
                 "type": "content_block_start",
-                "index": 0,
+                "index": index,
                 "content_block": {"type": "text", "text": ""},
             }
         )
         out += [
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "text_delta", "text": p},
+            }
             for p in _pieces(answer.text, 5)
         ]
-        out.append({"type": "content_block_stop", "index": 0})
-        index = 1
+        out.append({"type": "content_block_stop", "index": index})
+        index += 1
     if answer.error_mid:
         return [
             *out,
@@ -161,8 +171,31 @@ def anthropic_events(answer: Answer, model: str, cut_tool: bool = False) -> list
     return out
 
 
+def _thinking_events(answer: Answer, index: int) -> list[dict[str, Any]]:
+    block = {"type": "thinking", "thinking": "", "signature": ""}
+    out: list[dict[str, Any]] = [
+        {"type": "content_block_start", "index": index, "content_block": block}
+    ]
+    out += [
+        {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": {"type": "thinking_delta", "thinking": p},
+        }
+        for p in _pieces(answer.thinking, 6)
+    ]
+    if answer.signature:
+        delta = {"type": "signature_delta", "signature": answer.signature}
+        out.append({"type": "content_block_delta", "index": index, "delta": delta})
+    out.append({"type": "content_block_stop", "index": index})
+    return out
+
+
 def anthropic_body(answer: Answer, model: str) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
+    if answer.thinking or answer.signature:
+        thinking = {"type": "thinking", "thinking": answer.thinking}
+        content.append({**thinking, "signature": answer.signature or ""})
     if answer.text:
         content.append({"type": "text", "text": answer.text})
     for tool in answer.tools:

@@ -12,7 +12,6 @@ then the function calls when they are delivered: a cut response's calls are with
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +23,8 @@ from gateway.events import StopReason, Usage
 from gateway.formats.stop_reasons import to_responses
 from gateway.normalize.aggregate import AggregatedResponse, ToolCall
 from gateway.normalize.truncation import Verdict
+from gateway.translate import reasoning_token
+from gateway.translate.reasoning_token import Thinking
 
 Item = dict[str, Any]
 
@@ -114,15 +115,9 @@ def reasoning_item(terms: ReplyTerms, index: int, thinking: str, signature: str 
         "summary": [{"type": "summary_text", "text": thinking}] if thinking else [],
     }
     if terms.encrypted_reasoning and signature:
-        item["encrypted_content"] = reasoning_token(signature)
+        # The signature only: the thinking text is the summary, which Anthropic signed.
+        item["encrypted_content"] = reasoning_token.encode(Thinking(signature=signature))
     return item
-
-
-def reasoning_token(signature: str) -> str:
-    """An Anthropic thinking signature, as a token only this gateway reads back (RESPONSES
-    §7.3): `gw1:` + base64url of `{"p": "anthropic", "sig": …}`."""
-    raw = orjson.dumps({"p": "anthropic", "sig": signature})
-    return "gw1:" + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def call_item(terms: ReplyTerms, index: int, call: ToolCall, status: str) -> Item:

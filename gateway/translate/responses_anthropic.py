@@ -4,8 +4,10 @@ The message core goes through Chat Completions, whose translation to Anthropic a
 Anthropic's rules (roles alternate from `user`, tool results lead their turn, system text joined
 at the top): Responses -> Chat (`responses_openai`) -> Anthropic (`openai_anthropic`). What Chat
 cannot carry is then written in Anthropic's own terms: structured output and effort in
-`output_config`, an `allowed_tools` choice as the subset of tools it allows. Errors name the
-Responses field (`input[3].arguments`), checked before the core runs.
+`output_config`, an `allowed_tools` choice as the subset of tools it allows, the thinking blocks
+that reasoning items carry in gateway tokens first in their assistant messages
+(`responses_thinking`). Errors name the Responses field (`input[3].arguments`), checked before
+the core runs.
 
     >>> body = {"model": "m", "input": "hi", "text": {"format": {"type": "json_schema",
     ...         "name": "n", "schema": {"type": "object"}}}}
@@ -15,11 +17,12 @@ Responses field (`input[3].arguments`), checked before the core runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-from gateway.translate import openai_anthropic, responses_openai
+from gateway.translate import openai_anthropic, responses_openai, responses_thinking
 from gateway.translate.responses_request import (
     ToolChoice,
     dropped_fields,
@@ -54,6 +57,7 @@ def translate_request(
         chat.body, upstream_model, default_max_tokens=default_max_tokens
     )
     out = core.body  # what the core dropped is named below in Responses terms
+    carried = responses_thinking.place(out["messages"], responses_thinking.read(body.get("input")))
     _allowed_tools(body, out)
     output_config = _output_config(body)
     if output_config:
@@ -61,13 +65,19 @@ def translate_request(
     user = body.get("safety_identifier") or body.get("user")
     if isinstance(user, str) and user:
         out["metadata"] = {"user_id": user}
-    carried = CARRIED | {key for key in ("service_tier",) if key in out}  # mapped by the core
-    fields = list(dropped_fields(body, carried))
+    read = CARRIED | {key for key in ("service_tier",) if key in out}  # mapped by the core
+    fields = list(dropped_fields(body, read))
     text = body.get("text")
     if isinstance(text, dict) and text.get("verbosity") is not None:
         fields.append("text.verbosity")
-    dropped = Dropped(tuple(fields), chat.dropped.tools, chat.dropped.items)
+    dropped = Dropped(tuple(fields), chat.dropped.tools, _uncarried(chat.dropped.items, carried))
     return Translation(out, dropped, chat.tools)
+
+
+def _uncarried(items: Mapping[str, int], thinking: int) -> dict[str, int]:
+    """The core drops every reasoning item; those that came back as thinking blocks were not."""
+    left = {**items, "reasoning": items.get("reasoning", 0) - thinking}
+    return {kind: n for kind, n in left.items() if n > 0}
 
 
 def _check_input(value: Any) -> None:

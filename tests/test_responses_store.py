@@ -319,3 +319,32 @@ def test_unsupported_tools_reject_answers_400_naming_them(tmp_path, upstream, un
 
     status, error = asyncio.run(scenario())
     assert status == 400 and error["param"] == "tools" and "web_search" in error["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_chain_keeps_the_thinking_signature_the_client_never_asked_for(
+    stack, upstream, unique_model, stream
+):
+    client = openai_client(stack)
+    answer = Answer(text="42.", thinking="Let me think.", signature="sig-abc-123")
+    model = turn(upstream, unique_model, "anthropic", answer, stream)
+    if stream:
+        with client.responses.stream(model=model, input="Question?") as events:
+            for _ in events:
+                pass
+            first = events.get_final_response()
+    else:
+        first = client.responses.create(model=model, input="Question?")
+    reasoning = [item for item in first.output if item.type == "reasoning"]
+    assert reasoning and reasoning[0].encrypted_content is None  # not asked: not shown
+
+    follow = turn(upstream, unique_model, "anthropic", Answer(text="ok"))
+    client.responses.create(model=follow, input="And then?", previous_response_id=first.id)
+
+    assistant = upstream.last(follow).json["messages"][1]
+    assert assistant["role"] == "assistant"
+    assert assistant["content"][0] == {
+        "type": "thinking",
+        "thinking": "Let me think.",
+        "signature": "sig-abc-123",
+    }

@@ -12,6 +12,7 @@ them) are kept, unless the request said `store: false`. A failed answer is never
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +44,10 @@ class Chain:
         verdict = attempt.verdict()
         if verdict.stop_reason in BROKEN:
             return
-        body = responses_body.build_body(attempt.aggregator.final(), verdict, terms)
+        # The store keeps what the client may not have: a thinking signature travels as an
+        # encrypted_content token whether or not this request asked for it (RESPONSES §7.3).
+        kept_terms = dataclasses.replace(terms, encrypted_reasoning=True)
+        body = responses_body.build_body(attempt.aggregator.final(), verdict, kept_terms)
         now = time.time()
         entry = StoredResponse(
             terms.response_id,

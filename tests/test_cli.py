@@ -402,7 +402,10 @@ def test_startup_lines_come_before_listening_and_never_show_a_key(start, tmp_pat
     store = startup[4].removeprefix("audit store: ")
     assert startup[4].startswith("audit store: ") and Path(store).is_absolute(), startup
     assert Path(store).is_relative_to(tmp_path), startup  # the working or the data directory
-    assert startup[5:] == [
+    assert startup[5] == (
+        "responses store: memory, ttl 1h, at most 10000 responses / 256 MiB (lost at exit)"
+    )
+    assert startup[6:] == [
         "warning: routes[1] 'claude-*' is answered by the mock: set $ANTHROPIC_API_KEY to route "
         "it to anthropic"
     ]

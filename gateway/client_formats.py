@@ -21,6 +21,7 @@ from gateway.encode.anthropic_relay import AnthropicRelay
 from gateway.encode.anthropic_stream import AnthropicMessagesWriter
 from gateway.encode.errors import ErrorFormat, render_error
 from gateway.encode.openai_errors import ERRORS as OPENAI_ERRORS
+from gateway.encode.openai_errors import RESPONSES_ERRORS
 from gateway.encode.openai_relay import OpenAIRelay
 from gateway.encode.openai_stream import OpenAIChatWriter
 from gateway.encode.responses_stream import ResponsesWriter
@@ -34,10 +35,12 @@ from gateway.handlers.validation import (
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 from gateway.translate.responses_request import relayed_tool_origins
-from gateway.translate.translation import ToolOrigin
+from gateway.translate.responses_thinking import without_gateway_reasoning
+from gateway.translate.translation import Dropped, ToolOrigin
 
 RelayBody = Callable[[dict[str, Any], Verdict, ReplyTerms], dict[str, Any]]
 BuildBody = Callable[[AggregatedResponse, Verdict, ReplyTerms], dict[str, Any]]
+RelayRequest = Callable[[dict[str, Any]], tuple[dict[str, Any], Dropped] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,12 @@ class ClientFormat:
     relay_tools: Callable[[dict[str, Any]], Mapping[str, ToolOrigin]] = lambda body: {}
     # Its answers are kept for `previous_response_id` (gateway.handlers.chaining).
     keeps_responses: bool = False
+    # A whole upstream body that stopped with an error (vLLM `abort`) is answered as the
+    # format's own failed response (HTTP 200) rather than as an error status.
+    broken_in_body: bool = False
+    # What of a request relayed to `relay_wire` must not go up as sent (the gateway's own
+    # tokens): the body to send instead, with what was left out; None to send it unchanged.
+    relay_request: RelayRequest = lambda body: None
 
     def relays(self, wire: str) -> bool:
         return wire == self.relay_wire
@@ -131,12 +140,14 @@ RESPONSES = ClientFormat(
     writer=ResponsesWriter,
     relay_body=None,
     build_body=responses_body.build_body,
-    errors=OPENAI_ERRORS,
+    errors=RESPONSES_ERRORS,
     tool_turns=responses_turns,
     models_body=openai_body.models_body,
     refuses_websocket=True,
     relay_tools=relayed_tool_origins,
     keeps_responses=True,
+    broken_in_body=True,
+    relay_request=without_gateway_reasoning,
 )
 
 CLIENT_FORMATS: Mapping[str, ClientFormat] = {

@@ -420,6 +420,8 @@ def test_upstream_errors_keep_their_status(
     if status == 429:
         assert response_headers.get("retry-after") == "7"
         assert error["type"] == "rate_limit_error"
+    if wire == "anthropic" and status == 429:
+        assert error["code"] == "rate_limit_exceeded"  # the code Codex retries on
 
 
 # --- bad input ----------------------------------------------------------------------------------
@@ -713,3 +715,21 @@ def test_no_key_prompt_argument_or_reasoning_text_in_logs_or_audit(
     stored = repr(rows)
     for secret in (prompt, argument, reasoning, "sk-client"):
         assert secret not in caplog.text and secret not in stored
+
+
+@pytest.mark.parametrize("native", ["abort", "error"])
+def test_a_whole_body_that_stopped_with_an_error_is_a_failed_response(
+    stack, upstream, unique_model, native
+):
+    answer = Answer(text="Partial", tools=calls("openai", '{"city": "Bern"}'), native_stop=native)
+    model = scripted(upstream, unique_model, "openai", answer, False)
+
+    status, _, text = post(stack, {"model": model, "input": "hi", "tools": [WEATHER_TOOL]})
+
+    assert status == 200, text
+    body = json.loads(text)
+    assert body["status"] == "failed" and body["error"]["code"] == "server_error"
+    assert [item["type"] for item in body["output"]] == ["message"]  # the call withheld
+    assert body["output"][0]["status"] == "incomplete"
+    assert body["gateway"]["truncated"] is True
+    assert body["gateway"]["stop_reason"] == ("aborted" if native == "abort" else "error")

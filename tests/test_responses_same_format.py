@@ -181,3 +181,114 @@ def test_stop_rows_of_a_responses_upstream(
     native = up_status if up_reason is None else f"{up_status}:{up_reason}"
     ext = final["gateway"]
     assert (ext["stop_reason"], ext["native_stop_reason"]) == (normalized, native)
+
+
+def test_the_gateways_own_reasoning_tokens_never_reach_a_responses_upstream(rstack):
+    from gateway.translate.reasoning_token import Thinking, encode
+
+    model = scripted(rstack, Script(body=orjson.dumps(response([text_item("ok")]))))
+    ours = {
+        "type": "reasoning",
+        "id": "rs_a",
+        "summary": [],
+        "encrypted_content": encode(Thinking(signature="sig-from-anthropic")),
+    }
+    theirs = {"type": "reasoning", "id": "rs_o", "summary": [], "encrypted_content": "gAAAA-op"}
+    items = [{"role": "user", "content": "hi"}, ours, theirs, {"role": "user", "content": "more"}]
+
+    status, _, text = post(rstack, {"model": model, "input": items})
+
+    assert status == 200, text
+    sent = rstack.upstream.last(model).json["input"]
+    assert [item.get("id") for item in sent] == [None, "rs_o", None]  # OpenAI's own stays
+    assert "sig-from-anthropic" not in rstack.upstream.last(model).body.decode()
+    assert json.loads(text)["gateway"]["dropped"]["input_items"] == {"reasoning": 1}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_parallel_calls_and_a_cut_call_under_pass(rstack, stream):
+    calls = [
+        call_item("call_a", "get_weather", '{"city":"Bern"}'),
+        call_item("call_b", "get_weather", '{"city": "Ro'),
+    ]
+    if stream:
+        events = stream_events(calls, status="incomplete", reason="max_output_tokens")
+        script = Script(chunks=responses_sse(events))
+    else:
+        script = Script(body=orjson.dumps(response(calls, "incomplete", "max_output_tokens")))
+    model = scripted(rstack, script)
+
+    status, _, text = post(rstack, {"model": model, "input": "hi", "stream": stream}, "pass")
+
+    assert status == 200
+    final = check_grammar(events_of(text)) if stream else json.loads(text)
+    assert final["status"] == "incomplete"
+    got = [(item["call_id"], item["arguments"], item["status"]) for item in final["output"]]
+    assert got == [
+        ("call_a", '{"city":"Bern"}', "incomplete"),
+        ("call_b", '{"city": "Ro', "incomplete"),
+    ]
+
+
+def test_parallel_calls_through_the_sdk_keep_their_order(rstack):
+    calls = [
+        call_item("call_a", "get_weather", '{"city":"Bern"}'),
+        call_item("call_b", "get_weather", '{"city":"Rome"}'),
+    ]
+    model = scripted(rstack, Script(chunks=responses_sse(stream_events(calls))))
+
+    with rstack.openai().responses.stream(model=model, input="hi", tools=[WEATHER_TOOL]) as s:
+        for _ in s:
+            pass
+        result = s.get_final_response()
+
+    assert [(c.call_id, json.loads(c.arguments)) for c in result.output] == [
+        ("call_a", {"city": "Bern"}),
+        ("call_b", {"city": "Rome"}),
+    ]
+
+
+def test_a_stream_without_its_terminal_event_ends_failed(rstack):
+    events = stream_events([text_item("Partial answer")], terminal=False)
+    model = scripted(rstack, Script(chunks=responses_sse(events)))
+
+    status, _, text = post(rstack, {"model": model, "input": "hi", "stream": True})
+
+    assert status == 200
+    frames = events_of(text)
+    final = check_grammar(frames)
+    assert [kind for kind, _ in frames][-2:] == ["error", "response.failed"]
+    assert final["gateway"]["truncated"] is True and final["output"][0]["status"] == "incomplete"
+
+
+def test_an_upstream_429_keeps_its_status_body_and_retry_after(rstack):
+    body = {
+        "error": {
+            "message": "Rate limit reached",
+            "type": "requests",
+            "code": "rate_limit_exceeded",
+        }
+    }
+    script = Script(status=429, body=orjson.dumps(body), headers={"retry-after": "3"})
+    model = scripted(rstack, script)
+
+    status, headers, text = post(rstack, {"model": model, "input": "hi", "stream": True})
+
+    assert status == 429 and headers.get("retry-after") == "3"
+    assert json.loads(text)["error"]["code"] == "rate_limit_exceeded"
+
+
+def test_a_chain_to_a_responses_upstream_sends_the_whole_history(rstack):
+    first_model = scripted(rstack, Script(body=orjson.dumps(response([text_item("Hi Ada")]))))
+    client = rstack.openai()
+    first = client.responses.create(model=first_model, input="I am Ada", store=True)
+    model = scripted(rstack, Script(body=orjson.dumps(response([text_item("Ada")]))))
+
+    second = client.responses.create(model=model, input="Who am I?", previous_response_id=first.id)
+
+    assert second.output_text == "Ada"
+    sent = rstack.upstream.last(model).json
+    assert "previous_response_id" not in sent
+    texts = [item.get("content") for item in sent["input"]]
+    assert texts[0] == "I am Ada" and texts[-1] == "Who am I?"
+    assert sent["input"][1]["type"] == "message" and sent["input"][1]["role"] == "assistant"

@@ -38,6 +38,9 @@ class ErrorFormat:
     stream_frame: Callable[[StreamError, dict[str, Any]], bytes]  # error event + gateway object
     # Statuses the format's SDK has no class for, mapped to the nearest it has.
     statuses: Mapping[int, int] = field(default_factory=dict)
+    # Upstream error types -> the code this format's clients act on (Codex retries on
+    # `rate_limit_exceeded` with its delay).
+    codes: Mapping[str, str] = field(default_factory=dict)
 
     def error_type(self, status: int) -> str:
         if status in self.types:
@@ -51,6 +54,7 @@ class ErrorFormat:
         code: str | None = err.code
         if isinstance(err, UpstreamStatusError):
             code = err.error_code or err.error_type
+            code = self.codes.get(code or "", code)
         param = err.param if isinstance(err, InvalidRequest) else None
         kind = self.error_type(self.status(err))
         return ErrorDetails(err.message, kind, code, param, request_id)

@@ -3,6 +3,7 @@ the `data:` chunk that ends a broken stream."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import orjson
@@ -47,4 +48,9 @@ ERRORS = ErrorFormat(
     body=body,
     stream_frame=stream_frame,
     statuses={529: 503},  # the openai SDK has no class for Anthropic's "overloaded"
+)
+
+# The Responses API's own error codes for what an upstream of another wire reports.
+RESPONSES_ERRORS = dataclasses.replace(
+    ERRORS, codes={"rate_limit_error": "rate_limit_exceeded", "overloaded_error": "server_error"}
 )

@@ -49,6 +49,11 @@ TERMINAL_EVENTS = {
     "incomplete": "response.incomplete",
     "failed": "response.failed",
 }
+TEXT_DELTA_HEAD = (
+    b"event: response.output_text.delta\n"
+    b'data: {"type":"response.output_text.delta","sequence_number":'
+)
+TEXT_DELTA_END = b',"logprobs":[]}\n\n'
 # Codex stops retrying on these codes (and retries anything else); the SDK reads them as-is.
 STREAM_ERROR_CODES = {"rate_limit_error": "rate_limit_exceeded"}
 
@@ -56,7 +61,7 @@ STREAM_ERROR_CODES = {"rate_limit_error": "rate_limit_exceeded"}
 class _Message:
     """The message item being streamed: its parts so far, the part open now."""
 
-    __slots__ = ("id", "index", "kind", "parts", "text")
+    __slots__ = ("delta_tail", "id", "index", "kind", "parts", "text")
 
     def __init__(self, item_id: str, index: int) -> None:
         self.id = item_id
@@ -64,6 +69,7 @@ class _Message:
         self.parts: list[dict[str, Any]] = []
         self.kind: str | None = None  # "output_text" | "refusal" while a part is open
         self.text: list[str] = []
+        self.delta_tail = b""  # the fixed fields of the open text part's delta events
 
 
 class _Reasoning:
@@ -202,6 +208,10 @@ class ResponsesWriter:
         )
 
     def _text(self, text: str, kind: str) -> bytes:
+        message = self._message
+        if message is not None and message.kind == kind == "output_text":
+            message.text.append(text)  # the hot path: one more delta of the open text part
+            return self._text_delta(message, text)
         out = [self._start(), self._close_reasoning()]
         message = self._message
         if message is None:
@@ -225,14 +235,35 @@ class ResponsesWriter:
             "content_index": len(message.parts),
         }
         if kind == "output_text":
-            out.append(self._event("response.output_text.delta", **where, delta=text, logprobs=[]))
+            out.append(self._text_delta(message, text))
         else:
             out.append(self._event("response.refusal.delta", **where, delta=text))
         return b"".join(out)
 
+    def _text_delta(self, message: _Message, text: str) -> bytes:
+        """`response.output_text.delta` from a byte template: its fields but the sequence
+        number and the delta are fixed for the part (the same bytes `_event` would write)."""
+        seq = self._seq
+        self._seq = seq + 1
+        return (
+            TEXT_DELTA_HEAD
+            + str(seq).encode()
+            + message.delta_tail
+            + orjson.dumps(text)
+            + TEXT_DELTA_END
+        )
+
     def _open_part(self, message: _Message, kind: str) -> bytes:
         message.kind = kind
         message.text = []
+        where = orjson.dumps(
+            {
+                "item_id": message.id,
+                "output_index": message.index,
+                "content_index": len(message.parts),
+            }
+        )
+        message.delta_tail = b"," + where[1:-1] + b',"delta":'
         part: dict[str, Any] = (
             {"type": "output_text", "text": "", "annotations": []}
             if kind == "output_text"

@@ -225,11 +225,16 @@ def _upstream_payload(
     does not rename the model; else the body renamed or translated, with what it dropped."""
     if client.relays(wire):
         tools = client.relay_tools(obj)
-        if obj.get("model") == upstream_model:
+        rewritten = client.relay_request(obj)
+        dropped = NOTHING_DROPPED
+        if rewritten is not None:
+            obj, dropped = rewritten
+        elif obj.get("model") == upstream_model:
             return _Upstream(raw, tools=tools)
     try:
         if client.relays(wire):
-            return _Upstream(orjson.dumps({**obj, "model": upstream_model}), tools=tools)
+            body = orjson.dumps({**obj, "model": upstream_model})
+            return _Upstream(body, dropped, tools)
         translation = translate_request(client.name, wire, obj, upstream_model)
         return _Upstream(orjson.dumps(translation.body), translation.dropped, translation.tools)
     except orjson.JSONEncodeError:  # nested deeper than the encoder writes (tool inputs too)

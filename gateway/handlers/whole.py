@@ -47,7 +47,7 @@ async def whole_reply(client: ClientFormat, attempt: Attempt, reply: UpstreamRep
     terms = attempt.terms
     response = attempt.aggregator.final()
     verdict = attempt.verdict()
-    if verdict.stop_reason in BROKEN:
+    if verdict.stop_reason in BROKEN and not client.broken_in_body:
         err = UpstreamError(f"The upstream stopped the generation ({verdict.native_stop_reason})")
         status, body, headers = client.render_error(err, terms.request_id)
         data = {**orjson.loads(body), "gateway": terms.extension(verdict)}

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
+
 Item = dict[str, Any]
 MAX_CHAIN = 1000  # links followed back from one previous_response_id
 
@@ -26,8 +28,9 @@ class StoredResponse:
 
     @property
     def size(self) -> int:
-        """A cheap upper-bound estimate of the bytes it holds, for the memory bound."""
-        return len(repr(self.items_in)) + len(repr(self.items_out)) + len(repr(self.response))
+        """The bytes it holds as JSON (the response object holds the output items), for the
+        memory bound; computed with orjson, once per put."""
+        return len(orjson.dumps(self.items_in)) + len(orjson.dumps(self.response))
 
 
 class ResponseStore(Protocol):

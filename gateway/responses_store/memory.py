@@ -17,7 +17,7 @@ class MemoryStore:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.secret = secrets.token_bytes(32)  # owners are valid for this process only
-        self._entries: OrderedDict[str, StoredResponse] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[StoredResponse, int]] = OrderedDict()
         self._bytes = 0
 
     async def open(self) -> None:
@@ -25,17 +25,19 @@ class MemoryStore:
 
     async def put(self, entry: StoredResponse) -> None:
         self._drop(entry.id)
-        self._entries[entry.id] = entry
-        self._bytes += entry.size
+        size = entry.size
+        self._entries[entry.id] = (entry, size)
+        self._bytes += size
         while self._entries and (
             len(self._entries) > self.max_entries or self._bytes > self.max_bytes
         ):
             self._drop(next(iter(self._entries)))  # the least recently used goes first
 
     async def get(self, response_id: str, owner: str) -> StoredResponse | None:
-        entry = self._entries.get(response_id)
-        if entry is None:
+        held = self._entries.get(response_id)
+        if held is None:
             return None
+        entry = held[0]
         if entry.expires_at <= time.time():
             self._drop(response_id)
             return None
@@ -52,9 +54,9 @@ class MemoryStore:
         return True
 
     def _drop(self, response_id: str) -> None:
-        entry = self._entries.pop(response_id, None)
-        if entry is not None:
-            self._bytes -= entry.size
+        held = self._entries.pop(response_id, None)
+        if held is not None:
+            self._bytes -= held[1]
 
     async def close(self) -> None:
         self._entries.clear()

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.translate import reasoning_token
+from gateway.translate.translation import Dropped
 
 Block = dict[str, Any]
 
@@ -127,3 +128,24 @@ def _sends_content(content: Any, role: str) -> bool:
         elif role == "user":
             return True
     return False
+
+
+def without_gateway_reasoning(body: dict[str, Any]) -> tuple[dict[str, Any], Dropped] | None:
+    """A Responses upstream cannot read the gateway's `gw1:` tokens (a conversation that moved
+    from an Anthropic model): the reasoning items carrying one are left out and counted."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        return None
+    kept = [item for item in items if not _carries_gateway_token(item)]
+    if len(kept) == len(items):
+        return None
+    dropped = Dropped(items={"reasoning": len(items) - len(kept)})
+    return {**body, "input": kept}, dropped
+
+
+def _carries_gateway_token(item: Any) -> bool:
+    return (
+        isinstance(item, dict)
+        and item.get("type") == "reasoning"
+        and reasoning_token.decode(item.get("encrypted_content")) is not None
+    )

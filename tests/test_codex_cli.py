@@ -110,3 +110,29 @@ async def test_codex_stops_with_its_own_error_on_a_cut_answer(stack, tmp_path, w
     assert "incomplete" in out.lower() and "max_output_tokens" in out
     assert not marker.exists()  # the half-written call was never delivered, never run
     assert len(stack.requests(model)) >= 1
+
+
+async def test_codex_with_its_built_in_provider_falls_back_from_the_websocket(stack, tmp_path):
+    """The README's first set-up: `openai_base_url` on Codex's built-in provider, which tries a
+    WebSocket first; the gateway's 426 sends it to HTTP, against the built-in mock."""
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(
+        f'openai_base_url = "{stack.urls["withhold"]}/v1"\nmodel = "mock-text"\n'
+    )
+    process = await asyncio.create_subprocess_exec(
+        codex_binary(),
+        "exec",
+        "--skip-git-repo-check",
+        "Say hello",
+        cwd=work,
+        env={**os.environ, "CODEX_HOME": str(home), "OPENAI_API_KEY": "unused", "NO_COLOR": "1"},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(process.communicate(), timeout=90)
+    text = out.decode(errors="replace")
+    assert process.returncode == 0, text
+    assert "offline mock provider" in text

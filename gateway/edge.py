@@ -258,6 +258,9 @@ class EdgeRunner(web.AppRunner):
 
 
 def make_runner(app: web.Application, **kwargs: Any) -> web.AppRunner:
-    """The runner to serve the gateway's app with: web.AppRunner's arguments, same behaviour,
-    and the HTTP edge above."""
+    """The runner to serve the gateway's app with: web.AppRunner's arguments, the HTTP edge
+    above, and handler cancellation on: a client that leaves cancels its exchange at once, so the
+    upstream request is closed too, even while the upstream is silent (aiohttp's default would
+    notice only at the next write)."""
+    kwargs.setdefault("handler_cancellation", True)
     return EdgeRunner(app, **kwargs)

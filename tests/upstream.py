@@ -8,6 +8,7 @@ is that name with it, and records what it received. Routes are one per wire:
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ class FakeUpstream:
     def __init__(self) -> None:
         self.scripts: dict[str, Script] = {}
         self.received: dict[str, list[Received]] = {}
+        self.closed: dict[str, float] = {}  # model -> when the gateway closed its request early
 
     def script(self, model: str, script: Script) -> None:
         self.scripts[model] = script
@@ -62,6 +64,13 @@ class FakeUpstream:
         if script is None:
             return web.json_response({"error": {"message": f"unscripted {model}"}}, status=599)
         self.received[model].append(Received(request.path, dict(request.headers), raw))
+        try:
+            return await self._play(request, script)
+        except asyncio.CancelledError:  # served with handler cancellation: the peer closed
+            self.closed[model] = time.monotonic()
+            raise
+
+    async def _play(self, request: web.Request, script: Script) -> web.StreamResponse:
         if script.stall:
             await asyncio.sleep(script.stall)
         if script.body is not None:

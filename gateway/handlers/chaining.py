@@ -54,18 +54,13 @@ class Chain:
             self.parent_id,
             self.owner,
             now,
-            now + _ttl(self.store),
+            now + self.store.ttl,
             self.model,
             self.items_in,
             body["output"],
             body,
         )
         await self.store.put(entry)
-
-
-def _ttl(store: ResponseStore) -> float:
-    ttl = getattr(store, "ttl", 0.0)
-    return float(ttl) if isinstance(ttl, int | float) else 0.0
 
 
 def own_items(value: Any) -> list[Item]:

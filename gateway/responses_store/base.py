@@ -36,6 +36,7 @@ class StoredResponse:
 class ResponseStore(Protocol):
     kind: str  # how the startup line names it
     secret: bytes  # the key owners are hashed with
+    ttl: float  # seconds an entry stays chainable
 
     async def open(self) -> None: ...
 
@@ -82,6 +83,7 @@ class OffStore:
 
     kind = "off"
     secret = b""
+    ttl = 0.0
 
     async def open(self) -> None:
         return None

@@ -28,6 +28,7 @@ import orjson
 
 from gateway.errors import InvalidRequest
 from gateway.translate.drops import ANTHROPIC_MESSAGES_FIELDS, Drops, anthropic_kind
+from gateway.translate.fields import invalid, string
 from gateway.translate.request_options import output_config_to_openai, service_tier_to_openai
 from gateway.translate.translation import Translation
 
@@ -115,10 +116,6 @@ def translate_request(body: dict[str, Any], upstream_model: str) -> Translation:
     return Translation(out, drops.dropped())
 
 
-def _invalid(path: str, problem: str) -> InvalidRequest:
-    return InvalidRequest(f"{path}: {problem}", path)
-
-
 def _system_text(system: Any, path: str, drops: Drops) -> str:
     if system is None:
         return ""
@@ -129,10 +126,10 @@ def _system_text(system: Any, path: str, drops: Drops) -> str:
 
 def _blocks(content: Any, path: str) -> list[Block]:
     if not isinstance(content, list):
-        raise _invalid(path, "must be a string or an array of content blocks")
+        raise invalid(path, "must be a string or an array of content blocks")
     for j, block in enumerate(content):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise _invalid(f"{path}[{j}]", "must be a content block with a type")
+            raise invalid(f"{path}[{j}]", "must be a content block with a type")
     return content
 
 
@@ -142,23 +139,23 @@ def _block_texts(blocks: list[Block], path: str, drops: Drops) -> list[str]:
     for j, block in enumerate(blocks):
         if block["type"] != "text":
             drops.item(block["type"])
-        elif text := _string(block, "text", f"{path}[{j}]"):
+        elif text := string(block, "text", f"{path}[{j}]"):
             texts.append(text)
     return texts
 
 
 def _convert_messages(messages: Any, drops: Drops) -> list[Message]:
     if not isinstance(messages, list):
-        raise _invalid("messages", "must be an array")
+        raise invalid("messages", "must be an array")
     out: list[Message] = []
     for i, message in enumerate(messages):
         path = f"messages[{i}]"
         if not isinstance(message, dict):
-            raise _invalid(path, "must be an object")
+            raise invalid(path, "must be an object")
         role = message.get("role")
         handler = _ROLE_HANDLERS.get(role) if isinstance(role, str) else None
         if handler is None:
-            raise _invalid(f"{path}.role", f"must be one of {', '.join(_ROLE_HANDLERS)}")
+            raise invalid(f"{path}.role", f"must be one of {', '.join(_ROLE_HANDLERS)}")
         out += handler(message.get("content"), f"{path}.content", drops)
     return out
 
@@ -209,15 +206,8 @@ def _drop(block: Block, path: str, turn: _UserTurn | _AssistantTurn) -> None:
     turn.drops.item(block["type"])
 
 
-def _string(block: Block, key: str, path: str) -> str:
-    value = block.get(key)
-    if not isinstance(value, str):
-        raise _invalid(f"{path}.{key}", "must be a string")
-    return value
-
-
 def _user_text(block: Block, path: str, turn: _UserTurn) -> None:
-    text = _string(block, "text", path)
+    text = string(block, "text", path)
     if text:
         turn.parts.append({"type": "text", "text": text})
 
@@ -225,12 +215,12 @@ def _user_text(block: Block, path: str, turn: _UserTurn) -> None:
 def _user_image(block: Block, path: str, turn: _UserTurn) -> None:
     source = block.get("source")
     if not isinstance(source, dict):
-        raise _invalid(f"{path}.source", "must be an object")
+        raise invalid(f"{path}.source", "must be an object")
     if source.get("type") == "base64":
-        media_type = _string(source, "media_type", f"{path}.source")
-        url = f"data:{media_type};base64,{_string(source, 'data', f'{path}.source')}"
+        media_type = string(source, "media_type", f"{path}.source")
+        url = f"data:{media_type};base64,{string(source, 'data', f'{path}.source')}"
     elif source.get("type") == "url":
-        url = _string(source, "url", f"{path}.source")
+        url = string(source, "url", f"{path}.source")
     else:
         turn.drops.item("image")  # a `file` source: Anthropic's Files API, unknown to OpenAI
         return
@@ -238,7 +228,7 @@ def _user_image(block: Block, path: str, turn: _UserTurn) -> None:
 
 
 def _user_tool_result(block: Block, path: str, turn: _UserTurn) -> None:
-    call_id = _string(block, "tool_use_id", path)
+    call_id = string(block, "tool_use_id", path)
     text = _tool_result_text(block.get("content"), f"{path}.content", turn.drops)
     if block.get("is_error") is True:
         text = f"Error: {text}"
@@ -262,7 +252,7 @@ _USER_BLOCKS: dict[str, UserBlock] = {
 
 
 def _assistant_text(block: Block, path: str, turn: _AssistantTurn) -> None:
-    turn.texts.append(_string(block, "text", path))
+    turn.texts.append(string(block, "text", path))
 
 
 def _assistant_tool_use(block: Block, path: str, turn: _AssistantTurn) -> None:
@@ -270,9 +260,9 @@ def _assistant_tool_use(block: Block, path: str, turn: _AssistantTurn) -> None:
     if arguments is None:
         arguments = {}
     elif not isinstance(arguments, dict):
-        raise _invalid(f"{path}.input", "must be an object")
-    function = {"name": _string(block, "name", path), "arguments": orjson.dumps(arguments).decode()}
-    call_id = _string(block, "id", path)
+        raise invalid(f"{path}.input", "must be an object")
+    function = {"name": string(block, "name", path), "arguments": orjson.dumps(arguments).decode()}
+    call_id = string(block, "id", path)
     turn.tool_calls.append({"id": call_id, "type": "function", "function": function})
 
 
@@ -285,7 +275,7 @@ _ASSISTANT_BLOCKS: dict[str, AssistantBlock] = {
 def _tools(body: dict[str, Any], drops: Drops) -> dict[str, Any]:
     raw = body.get("tools") or []
     if not isinstance(raw, list):
-        raise _invalid("tools", "must be an array")
+        raise invalid("tools", "must be an array")
     tools = []
     for i, tool in enumerate(raw):
         converted = _tool(tool, f"tools[{i}]")
@@ -303,7 +293,7 @@ def _tools(body: dict[str, Any], drops: Drops) -> dict[str, Any]:
     if choice is None:
         return out
     if not isinstance(kind, str) or kind not in _CHOICES:
-        raise _invalid("tool_choice", "must be one of auto, any, tool or none")
+        raise invalid("tool_choice", "must be one of auto, any, tool or none")
     out["tool_choice"] = _CHOICES[kind](choice)
     if choice.get("disable_parallel_tool_use") is True:
         out["parallel_tool_calls"] = False
@@ -313,10 +303,10 @@ def _tools(body: dict[str, Any], drops: Drops) -> dict[str, Any]:
 def _tool(tool: Any, path: str) -> Block | None:
     """A custom tool as a function tool; server tools (web search, bash...) are dropped."""
     if not isinstance(tool, dict):
-        raise _invalid(path, "must be an object")
+        raise invalid(path, "must be an object")
     if tool.get("type", "custom") != "custom":
         return None
-    function: Block = {"name": _string(tool, "name", path)}
+    function: Block = {"name": string(tool, "name", path)}
     if tool.get("description"):
         function["description"] = tool["description"]
     function["parameters"] = tool.get("input_schema") or {"type": "object", "properties": {}}
@@ -326,7 +316,7 @@ def _tool(tool: Any, path: str) -> Block | None:
 
 
 def _named_choice(choice: Block) -> Block:
-    return {"type": "function", "function": {"name": _string(choice, "name", "tool_choice")}}
+    return {"type": "function", "function": {"name": string(choice, "name", "tool_choice")}}
 
 
 _CHOICES: dict[str, Callable[[Block], Any]] = {

@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import InvalidRequest
+from gateway.translate.fields import invalid, string
 from gateway.translate.responses_items import (
     STATELESS,
     Block,
@@ -42,11 +43,9 @@ from gateway.translate.responses_items import (
     function_tool,
     input_image,
     input_text,
-    invalid,
     json_schema_format,
     message,
     output_text,
-    text_of,
 )
 from gateway.translate.translation import Translation
 
@@ -162,7 +161,7 @@ def _blocks(content: Any, path: str, drops: Drops) -> list[Block]:
 
 def _texts(blocks: list[Block], path: str) -> list[str]:
     texts = [
-        text_of(block, "text", f"{path}[{j}]")
+        string(block, "text", f"{path}[{j}]")
         for j, block in enumerate(blocks)
         if block["type"] == "text"
     ]
@@ -193,7 +192,7 @@ def _convert_messages(messages: Any, drops: Drops) -> list[Block]:
 
 
 def _text(block: Block, path: str, turn: _Turn) -> None:
-    text = text_of(block, "text", path)
+    text = string(block, "text", path)
     if text:
         turn.part(output_text(text) if turn.role == "assistant" else input_text(text))
 
@@ -209,7 +208,7 @@ def _image(block: Block, path: str, turn: _Turn) -> None:
 def _document(block: Block, path: str, turn: _Turn) -> None:
     source = block.get("source")
     if isinstance(source, dict) and source.get("type") == "text":
-        turn.part(input_text(text_of(source, "data", f"{path}.source")))
+        turn.part(input_text(string(source, "data", f"{path}.source")))
         return
     url = _source_url(block, path)
     if url is None:
@@ -230,15 +229,15 @@ def _source_url(block: Block, path: str) -> str | None:
     if not isinstance(source, dict):
         raise invalid(f"{path}.source", "must be an object")
     if source.get("type") == "base64":
-        media_type = text_of(source, "media_type", f"{path}.source")
-        return f"data:{media_type};base64,{text_of(source, 'data', f'{path}.source')}"
+        media_type = string(source, "media_type", f"{path}.source")
+        return f"data:{media_type};base64,{string(source, 'data', f'{path}.source')}"
     if source.get("type") == "url":
-        return text_of(source, "url", f"{path}.source")
+        return string(source, "url", f"{path}.source")
     return None
 
 
 def _tool_result(block: Block, path: str, turn: _Turn) -> None:
-    call_id = text_of(block, "tool_use_id", path)
+    call_id = string(block, "tool_use_id", path)
     inner = _Turn("user", turn.drops)
     content = _blocks(block.get("content"), f"{path}.content", turn.drops)
     for j, part in enumerate(content):
@@ -261,8 +260,8 @@ def _tool_use(block: Block, path: str, turn: _Turn) -> None:
         arguments = {}
     elif not isinstance(arguments, dict):
         raise invalid(f"{path}.input", "must be an object")
-    name = text_of(block, "name", path)
-    call = function_call(text_of(block, "id", path), name, orjson.dumps(arguments).decode())
+    name = string(block, "name", path)
+    call = function_call(string(block, "id", path), name, orjson.dumps(arguments).decode())
     turn.items.append(call)
 
 
@@ -308,7 +307,7 @@ def _tool(tool: Any, path: str, drops: Drops) -> Block | None:
         return None
     if tool.get("cache_control") is not None:
         drops.field("cache_control")
-    name = text_of(tool, "name", path)
+    name = string(tool, "name", path)
     return function_tool(
         name, tool.get("description"), tool.get("input_schema"), tool.get("strict")
     )
@@ -318,5 +317,5 @@ _CHOICES: dict[str, Callable[[Block], Any]] = {
     "auto": lambda _: "auto",
     "any": lambda _: "required",
     "none": lambda _: "none",
-    "tool": lambda choice: {"type": "function", "name": text_of(choice, "name", "tool_choice")},
+    "tool": lambda choice: {"type": "function", "name": string(choice, "name", "tool_choice")},
 }

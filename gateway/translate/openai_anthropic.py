@@ -26,6 +26,7 @@ import orjson
 
 from gateway.errors import InvalidRequest
 from gateway.translate.drops import OPENAI_CHAT_FIELDS, Drops
+from gateway.translate.fields import invalid, mapping, string
 from gateway.translate.nesting import MAX_DEPTH, too_deep
 from gateway.translate.openai_anthropic_tools import tools_to_anthropic
 from gateway.translate.request_options import (
@@ -119,17 +120,13 @@ def translate_request(
     return Translation(out, drops.dropped())
 
 
-def _invalid(path: str, problem: str) -> InvalidRequest:
-    return InvalidRequest(f"{path}: {problem}", path)
-
-
 def _max_tokens(body: dict[str, Any], default: int) -> int:
     for key in ("max_completion_tokens", "max_tokens"):
         value = body.get(key)
         if value is None:
             continue
         if not isinstance(value, int) or isinstance(value, bool):
-            raise _invalid(key, "must be an integer")
+            raise invalid(key, "must be an integer")
         return value
     return default
 
@@ -140,7 +137,7 @@ def _metadata(body: dict[str, Any], drops: Drops) -> dict[str, Any]:
     for key in ("safety_identifier", "user"):
         value = body.get(key)
         if value is not None and not isinstance(value, str):
-            raise _invalid(key, "must be a string")
+            raise invalid(key, "must be a string")
         if value:
             given.append(key)
     if not given:
@@ -157,21 +154,21 @@ def _stop_sequences(stop: Any) -> list[str]:
         return [stop] if stop else []
     if isinstance(stop, list) and all(isinstance(s, str) for s in stop):
         return [s for s in stop if s]
-    raise _invalid("stop", "must be a string or an array of strings")
+    raise invalid("stop", "must be a string or an array of strings")
 
 
 def _convert_messages(messages: Any) -> _Conversation:
     if not isinstance(messages, list) or not messages:
-        raise _invalid("messages", "must be a non-empty array")
+        raise invalid("messages", "must be a non-empty array")
     conversation = _Conversation()
     for i, message in enumerate(messages):
         path = f"messages[{i}]"
         if not isinstance(message, dict):
-            raise _invalid(path, "must be an object")
+            raise invalid(path, "must be an object")
         role = message.get("role")
         handler = _MESSAGE_HANDLERS.get(role) if isinstance(role, str) else None
         if handler is None:
-            raise _invalid(f"{path}.role", f"must be one of {', '.join(_MESSAGE_HANDLERS)}")
+            raise invalid(f"{path}.role", f"must be one of {', '.join(_MESSAGE_HANDLERS)}")
         handler(message, path, conversation)
     return conversation
 
@@ -206,7 +203,7 @@ def _user_message(message: Block, path: str, conversation: _Conversation) -> Non
     elif isinstance(content, list):
         blocks = [_user_part(part, f"{content_path}[{j}]") for j, part in enumerate(content)]
     else:
-        raise _invalid(content_path, "must be a string or an array of content parts")
+        raise invalid(content_path, "must be a string or an array of content parts")
     conversation.turns.append(("user", [b for b in blocks if b is not None]))
 
 
@@ -215,7 +212,7 @@ def _assistant_message(message: Block, path: str, conversation: _Conversation) -
     blocks = _text_blocks(content)
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
-        raise _invalid(f"{path}.tool_calls", "must be an array")
+        raise invalid(f"{path}.tool_calls", "must be an array")
     blocks += [_tool_use(call, f"{path}.tool_calls[{k}]") for k, call in enumerate(calls)]
     legacy = message.get("function_call")
     if legacy is not None:
@@ -227,14 +224,14 @@ def _assistant_message(message: Block, path: str, conversation: _Conversation) -
 def _tool_message(message: Block, path: str, conversation: _Conversation) -> None:
     call_id = message.get("tool_call_id")
     if not isinstance(call_id, str) or not call_id:
-        raise _invalid(f"{path}.tool_call_id", "must be a non-empty string")
+        raise invalid(f"{path}.tool_call_id", "must be a non-empty string")
     result = _tool_result(call_id, message.get("content"), f"{path}.content")
     conversation.turns.append(("user", [result]))
 
 
 def _function_message(message: Block, path: str, conversation: _Conversation) -> None:
     if conversation.legacy_call_id is None:
-        raise _invalid(path, "a function message must follow an assistant function_call")
+        raise invalid(path, "a function message must follow an assistant function_call")
     result = _tool_result(conversation.legacy_call_id, message.get("content"), f"{path}.content")
     conversation.turns.append(("user", [result]))
     conversation.legacy_call_id = None
@@ -257,32 +254,18 @@ def _texts(content: Any, path: str, kinds: tuple[str, ...] = ("text",)) -> list[
     if isinstance(content, str):
         return [content]
     if not isinstance(content, list):
-        raise _invalid(path, "must be a string or an array of parts")
+        raise invalid(path, "must be a string or an array of parts")
     texts = []
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind not in kinds:
-            raise _invalid(f"{path}[{j}].type", f"must be one of {', '.join(kinds)}")
-        texts.append(_string(part, kind, f"{path}[{j}]"))
+            raise invalid(f"{path}[{j}].type", f"must be one of {', '.join(kinds)}")
+        texts.append(string(part, kind, f"{path}[{j}]"))
     return texts
 
 
 def _text_blocks(texts: list[str]) -> list[Block]:
     return [{"type": "text", "text": text} for text in texts if text]
-
-
-def _string(obj: Block, key: str, path: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise _invalid(f"{path}.{key}", "must be a string")
-    return value
-
-
-def _object(obj: Block, key: str, path: str) -> Block:
-    value = obj.get(key)
-    if not isinstance(value, dict):
-        raise _invalid(f"{path}.{key}", "must be an object")
-    return value
 
 
 def _user_part(part: Any, path: str) -> Block | None:
@@ -293,12 +276,12 @@ def _user_part(part: Any, path: str) -> Block | None:
         known = isinstance(kind, str) and kind in _OPENAI_PART_TYPES
         named = f"content part type {kind!r}" if known else "a content part"
         kinds = ", ".join(_USER_PARTS)
-        raise _invalid(f"{path}.type", f"{named} cannot be sent to Anthropic (only {kinds})")
+        raise invalid(f"{path}.type", f"{named} cannot be sent to Anthropic (only {kinds})")
     return handler(part, path)
 
 
 def _text_part(part: Block, path: str) -> Block | None:
-    text = _string(part, "text", path)
+    text = string(part, "text", path)
     return {"type": "text", "text": text} if text else None
 
 
@@ -312,14 +295,14 @@ def _image_part(part: Block, path: str) -> Block:
         return {"type": "image", "source": source}
     if isinstance(url, str) and url.startswith(("http://", "https://")):
         return {"type": "image", "source": {"type": "url", "url": url}}
-    raise _invalid(url_path, "must be an http(s) URL or a base64 data URL")
+    raise invalid(url_path, "must be an http(s) URL or a base64 data URL")
 
 
 def _parse_data_url(url: str, path: str) -> tuple[str, str]:
     header, comma, data = url.removeprefix("data:").partition(",")
     media_type, _, encoding = header.partition(";")
     if not comma or encoding != "base64" or not media_type or not data:
-        raise _invalid(path, "a data URL must look like data:<media type>;base64,<data>")
+        raise invalid(path, "a data URL must look like data:<media type>;base64,<data>")
     return media_type, data
 
 
@@ -332,17 +315,17 @@ _OPENAI_PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "ref
 
 def _tool_use(call: Any, path: str) -> Block:
     if not isinstance(call, dict):
-        raise _invalid(path, "must be an object")
+        raise invalid(path, "must be an object")
     call_id = call.get("id")
     if not isinstance(call_id, str) or not call_id:
-        raise _invalid(f"{path}.id", "must be a non-empty string")
-    return _function_use(_object(call, "function", path), call_id, f"{path}.function")
+        raise invalid(f"{path}.id", "must be a non-empty string")
+    return _function_use(mapping(call, "function", path), call_id, f"{path}.function")
 
 
 def _function_use(function: Any, call_id: str, path: str) -> Block:
     if not isinstance(function, dict):
-        raise _invalid(path, "must be an object")
-    name = _string(function, "name", path)
+        raise invalid(path, "must be an object")
+    name = string(function, "name", path)
     arguments = _parse_arguments(function.get("arguments"), f"{path}.arguments")
     return {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
 
@@ -351,16 +334,16 @@ def _parse_arguments(arguments: Any, path: str) -> dict[str, Any]:
     if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
         return {}
     if not isinstance(arguments, str):
-        raise _invalid(path, "must be a JSON string")
+        raise invalid(path, "must be a JSON string")
     try:
         parsed = orjson.loads(arguments)
     except orjson.JSONDecodeError:
         # `from None`: the parser's message quotes the argument text, which must not reach logs.
-        raise _invalid(path, "is not valid JSON") from None
+        raise invalid(path, "is not valid JSON") from None
     if not isinstance(parsed, dict):
-        raise _invalid(path, "must encode a JSON object")
+        raise invalid(path, "must encode a JSON object")
     if too_deep(parsed, MAX_DEPTH) is not None:
-        raise _invalid(path, f"nests deeper than {MAX_DEPTH} levels")
+        raise invalid(path, f"nests deeper than {MAX_DEPTH} levels")
     return parsed
 
 

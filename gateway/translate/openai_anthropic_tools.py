@@ -11,28 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.errors import InvalidRequest
 from gateway.translate.drops import Drops
+from gateway.translate.fields import invalid, mapping, string
 
 Block = dict[str, Any]
-
-
-def _invalid(path: str, problem: str) -> InvalidRequest:
-    return InvalidRequest(f"{path}: {problem}", path)
-
-
-def _string(obj: Block, key: str, path: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise _invalid(f"{path}.{key}", "must be a string")
-    return value
-
-
-def _object(obj: Block, key: str, path: str) -> Block:
-    value = obj.get(key)
-    if not isinstance(value, dict):
-        raise _invalid(f"{path}.{key}", "must be an object")
-    return value
 
 
 def tools_to_anthropic(body: dict[str, Any], drops: Drops) -> dict[str, Any]:
@@ -40,7 +22,7 @@ def tools_to_anthropic(body: dict[str, Any], drops: Drops) -> dict[str, Any]:
     `parallel_tool_calls` as Anthropic's `tools` and `tool_choice`."""
     raw = body.get("tools") or []
     if not isinstance(raw, list):
-        raise _invalid("tools", "must be an array")
+        raise invalid("tools", "must be an array")
     if raw:
         tools = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(raw)]
         choice = _tool_choice(body.get("tool_choice"))
@@ -66,14 +48,14 @@ def tools_to_anthropic(body: dict[str, Any], drops: Drops) -> dict[str, Any]:
 
 def _tool(tool: Any, path: str) -> Block:
     if not isinstance(tool, dict) or tool.get("type", "function") != "function":
-        raise _invalid(path, "only function tools can be sent to Anthropic")
-    return _function_tool(_object(tool, "function", path), f"{path}.function")
+        raise invalid(path, "only function tools can be sent to Anthropic")
+    return _function_tool(mapping(tool, "function", path), f"{path}.function")
 
 
 def _function_tool(function: Any, path: str) -> Block:
     if not isinstance(function, dict):
-        raise _invalid(path, "must be an object")
-    out: Block = {"name": _string(function, "name", path)}
+        raise invalid(path, "must be an object")
+    out: Block = {"name": string(function, "name", path)}
     if function.get("description"):
         out["description"] = function["description"]
     out["input_schema"] = function.get("parameters") or {"type": "object", "properties": {}}
@@ -86,7 +68,7 @@ def _legacy_functions(body: dict[str, Any]) -> tuple[list[Block], dict[str, Any]
     """The deprecated `functions` / `function_call` pair, read as tools and a tool choice."""
     raw = body.get("functions") or []
     if not isinstance(raw, list):
-        raise _invalid("functions", "must be an array")
+        raise invalid("functions", "must be an array")
     tools = [_function_tool(function, f"functions[{i}]") for i, function in enumerate(raw)]
     choice = body.get("function_call")
     if not tools or choice is None:
@@ -95,7 +77,7 @@ def _legacy_functions(body: dict[str, Any]) -> tuple[list[Block], dict[str, Any]
         return tools, {"type": choice}
     if isinstance(choice, dict) and isinstance(choice.get("name"), str):
         return tools, {"type": "tool", "name": choice["name"]}
-    raise _invalid("function_call", "must be none, auto or a named function")
+    raise invalid("function_call", "must be none, auto or a named function")
 
 
 _CHOICE_STRINGS: dict[str, str] = {"none": "none", "auto": "auto", "required": "any"}
@@ -109,4 +91,4 @@ def _tool_choice(choice: Any) -> dict[str, Any] | None:
     function = choice.get("function") if isinstance(choice, dict) else None
     if isinstance(function, dict) and isinstance(function.get("name"), str):
         return {"type": "tool", "name": function["name"]}
-    raise _invalid("tool_choice", "must be none, auto, required or a named function")
+    raise invalid("tool_choice", "must be none, auto, required or a named function")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.errors import InvalidRequest
+from gateway.translate.fields import invalid, string
 from gateway.translate.responses_items import (
     STATELESS,
     Block,
@@ -30,11 +31,9 @@ from gateway.translate.responses_items import (
     function_tool,
     input_image,
     input_text,
-    invalid,
     json_schema_format,
     message,
     output_text,
-    text_of,
 )
 from gateway.translate.translation import Translation
 
@@ -225,7 +224,7 @@ def _texts(content: Any, path: str, kinds: tuple[str, ...]) -> list[str]:
         kind = part.get("type") if isinstance(part, dict) else None
         if kind not in kinds:
             raise invalid(f"{path}[{j}].type", f"must be one of {', '.join(kinds)}")
-        texts.append(text_of(part, kind, f"{path}[{j}]"))
+        texts.append(string(part, kind, f"{path}[{j}]"))
     return texts
 
 
@@ -242,7 +241,7 @@ def _assistant_parts(content: Any, path: str) -> list[Block]:
         kind = part.get("type") if isinstance(part, dict) else None
         if not isinstance(part, dict) or kind not in ("text", "refusal"):
             raise invalid(f"{path}[{j}].type", "must be one of text, refusal")
-        text = text_of(part, kind, f"{path}[{j}]")
+        text = string(part, kind, f"{path}[{j}]")
         if text:
             parts.append(output_text(text) if kind == "text" else _refusal(text))
     return parts
@@ -291,7 +290,7 @@ def _audio_part(part: Block, path: str) -> Block:
 
 
 _USER_PARTS: dict[str, Callable[[Block, str], Block]] = {
-    "text": lambda part, path: input_text(text_of(part, "text", path)),
+    "text": lambda part, path: input_text(string(part, "text", path)),
     "image_url": _image_part,
     "file": _file_part,
     "input_audio": _audio_part,
@@ -308,8 +307,8 @@ def _tool_call(call: Any, path: str) -> Block:
         custom = call.get("custom")
         if not isinstance(custom, dict):
             raise invalid(f"{path}.custom", "must be an object")
-        name = text_of(custom, "name", f"{path}.custom")
-        raw = text_of(custom, "input", f"{path}.custom")
+        name = string(custom, "name", f"{path}.custom")
+        raw = string(custom, "input", f"{path}.custom")
         return {"type": "custom_tool_call", "call_id": call_id, "name": name, "input": raw}
     return _function(call.get("function"), call_id, f"{path}.function")
 
@@ -320,7 +319,7 @@ def _function(function: Any, call_id: str, path: str) -> Block:
     arguments = function.get("arguments")
     if arguments is not None and not isinstance(arguments, str):
         raise invalid(f"{path}.arguments", "must be a JSON string")
-    return function_call(call_id, text_of(function, "name", path), arguments or "")
+    return function_call(call_id, string(function, "name", path), arguments or "")
 
 
 def _tools(body: dict[str, Any], drops: Drops) -> dict[str, Any]:
@@ -352,7 +351,7 @@ def _tool_def(tool: Any, path: str, drops: Drops) -> Block | None:
         return _function_def(tool.get("function"), f"{path}.function")
     if kind == "custom" and isinstance(tool.get("custom"), dict):
         custom = tool["custom"]
-        out: Block = {"type": "custom", "name": text_of(custom, "name", f"{path}.custom")}
+        out: Block = {"type": "custom", "name": string(custom, "name", f"{path}.custom")}
         for key in ("description", "format"):
             if custom.get(key) is not None:
                 out[key] = custom[key]
@@ -364,7 +363,7 @@ def _tool_def(tool: Any, path: str, drops: Drops) -> Block | None:
 def _function_def(function: Any, path: str) -> Block:
     if not isinstance(function, dict):
         raise invalid(path, "must be an object")
-    name = text_of(function, "name", path)
+    name = string(function, "name", path)
     return function_tool(
         name, function.get("description"), function.get("parameters"), function.get("strict")
     )

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from gateway.errors import InvalidRequest
 from gateway.translate.drops import Drops
+from gateway.translate.fields import invalid
 
 _EFFORT_TO_ANTHROPIC: Final = {"minimal": "low"}
 # Thinking budget (tokens) -> OpenAI reasoning effort: the first level whose bound the budget is
@@ -49,21 +49,17 @@ _TIER_TO_OPENAI: Final = {"auto": "auto", "standard_only": "default"}
 JSON_SCHEMA_NAME: Final = "output"
 
 
-def _invalid(path: str, problem: str) -> InvalidRequest:
-    return InvalidRequest(f"{path}: {problem}", path)
-
-
 def _kind(value: Any, path: str) -> str:
     """The `type` of an option object; the value itself is never echoed."""
     kind = value.get("type") if isinstance(value, dict) else None
     if not isinstance(kind, str):
-        raise _invalid(path, "must be an object with a string type")
+        raise invalid(path, "must be an object with a string type")
     return kind
 
 
 def _enum(value: Any, path: str) -> str:
     if not isinstance(value, str):
-        raise _invalid(path, "must be a string")
+        raise invalid(path, "must be a string")
     return value
 
 
@@ -82,10 +78,10 @@ def response_format_to_anthropic(value: Any, drops: Drops) -> dict[str, Any] | N
         return None
     spec = value.get("json_schema")
     if not isinstance(spec, dict):
-        raise _invalid("response_format.json_schema", "must be an object")
+        raise invalid("response_format.json_schema", "must be an object")
     schema = spec.get("schema")
     if not isinstance(schema, dict):
-        raise _invalid(
+        raise invalid(
             "response_format.json_schema.schema", "must be an object (Anthropic needs a schema)"
         )
     if spec.get("description"):
@@ -136,7 +132,7 @@ def output_format_to_openai(value: Any, path: str, drops: Drops) -> dict[str, An
         return None
     schema = value.get("schema")
     if not isinstance(schema, dict):
-        raise _invalid(f"{path}.schema", "must be an object")
+        raise invalid(f"{path}.schema", "must be an object")
     spec = {"name": JSON_SCHEMA_NAME, "schema": schema, "strict": True}
     return {"type": "json_schema", "json_schema": spec}
 
@@ -162,7 +158,7 @@ def reasoning_to_openai(thinking: Any, effort: Any, drops: Drops) -> str | None:
     if kind == "enabled":
         budget = thinking.get("budget_tokens")
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
-            raise _invalid("thinking.budget_tokens", "must be a non-negative integer")
+            raise invalid("thinking.budget_tokens", "must be a non-negative integer")
         return budget_effort(budget)
     if kind not in (None, "adaptive", "between_tools"):
         drops.field("thinking")  # a thinking mode of the future
@@ -179,7 +175,7 @@ def output_config_to_openai(body: dict[str, Any], drops: Drops) -> dict[str, Any
     if config is None:
         config = {}
     elif not isinstance(config, dict):
-        raise _invalid("output_config", "must be an object")
+        raise invalid("output_config", "must be an object")
     out: dict[str, Any] = {}
     response_format = output_format_to_openai(config.get("format"), "output_config.format", drops)
     beta = body.get("output_format")

@@ -23,10 +23,10 @@ from typing import Any
 import orjson
 
 from gateway.translate import openai_anthropic, responses_openai, responses_thinking
+from gateway.translate.fields import invalid
 from gateway.translate.responses_request import (
     ToolChoice,
     dropped_fields,
-    invalid,
     read_tool_choice,
     read_tools,
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.errors import InvalidRequest
+from gateway.translate.fields import invalid
 from gateway.translate.translation import Dropped
 
 Block = dict[str, Any]
@@ -41,17 +41,6 @@ class Drops:
 
     def dropped(self) -> Dropped:
         return Dropped(tuple(self._fields), tuple(self._tools), dict(self._items))
-
-
-def invalid(path: str, problem: str) -> InvalidRequest:
-    return InvalidRequest(f"{path}: {problem}", path)
-
-
-def text_of(obj: Block, key: str, path: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise invalid(f"{path}.{key}", "must be a string")
-    return value
 
 
 def message(role: str, content: list[Block]) -> Block:

@@ -18,11 +18,11 @@ from typing import Any
 
 import orjson
 
+from gateway.translate.fields import invalid, string
 from gateway.translate.responses_request import (
     ToolChoice,
     ToolReading,
     dropped_fields,
-    invalid,
     read_tool_choice,
     read_tools,
 )
@@ -139,9 +139,9 @@ def _assistant_parts(content: list[Any], path: str, history: _History) -> None:
             raise invalid(part_path, "must be an object")
         kind = part.get("type")
         if kind in ("output_text", "input_text", "text"):
-            texts.append(_text(part, "text", part_path))
+            texts.append(string(part, "text", part_path))
         elif kind == "refusal":
-            refusals.append(_text(part, "refusal", part_path))
+            refusals.append(string(part, "refusal", part_path))
         else:
             raise invalid(f"{part_path}.type", "an assistant message holds only text and refusals")
     message: Message = {"role": "assistant", "content": "".join(texts) or None}
@@ -150,19 +150,12 @@ def _assistant_parts(content: list[Any], path: str, history: _History) -> None:
     history.append(message, takes_calls=True)
 
 
-def _text(part: dict[str, Any], key: str, path: str) -> str:
-    value = part.get(key)
-    if not isinstance(value, str):
-        raise invalid(f"{path}.{key}", "must be a string")
-    return value
-
-
 def _part(part: Any, path: str) -> dict[str, Any]:
     if not isinstance(part, dict):
         raise invalid(path, "must be an object")
     kind = part.get("type")
     if kind in ("input_text", "output_text", "text"):
-        return {"type": "text", "text": _text(part, "text", path)}
+        return {"type": "text", "text": string(part, "text", path)}
     if kind == "input_image":
         return _image(part, path)
     if kind == "input_file":

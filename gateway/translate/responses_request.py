@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.errors import InvalidRequest
+from gateway.translate.fields import invalid
 from gateway.translate.translation import ToolOrigin
 
 # Fields the gateway itself reads on every route: they are never "dropped".
@@ -67,10 +68,6 @@ class ToolChoice:
 
     mode: str
     names: tuple[str, ...] = ()
-
-
-def invalid(path: str, problem: str) -> InvalidRequest:
-    return InvalidRequest(f"{path}: {problem}", path)
 
 
 def read_tools(tools: Any) -> ToolReading:

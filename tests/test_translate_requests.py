@@ -964,3 +964,29 @@ def test_round_trip_keeps_tool_ids_arguments_and_order() -> None:
         {"role": "tool", "tool_call_id": "call_Ab1", "content": "18C"},
         {"role": "tool", "tool_call_id": "call_Zz9", "content": "9C"},
     ]
+
+
+def test_an_allowed_tools_choice_sends_only_those_tools_to_anthropic():
+    from gateway.translate.responses_anthropic import translate_request as responses_to_anthropic
+
+    tools = [{"type": "function", "function": {"name": n}} for n in ("a", "b", "c")]
+    allowed = {"mode": "required", "tools": [{"type": "function", "function": {"name": "b"}}]}
+    body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": tools,
+        "tool_choice": {"type": "allowed_tools", "allowed_tools": allowed},
+    }
+    out = to_anthropic(body, "claude-x").body
+    assert [t["name"] for t in out["tools"]] == ["b"]
+    assert out["tool_choice"] == {"type": "any"}
+
+    responses = {
+        "model": "m",
+        "input": "hi",
+        "tools": [{"type": "function", "name": n} for n in ("a", "b")],
+        "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": [
+            {"type": "function", "name": "a"}]},
+    }  # fmt: skip
+    out = responses_to_anthropic(responses, "claude-x").body
+    assert [t["name"] for t in out["tools"]] == ["a"]
+    assert out["tool_choice"] == {"type": "auto"}

@@ -26,6 +26,9 @@ def tools_to_anthropic(body: dict[str, Any], drops: Drops) -> dict[str, Any]:
     if raw:
         tools = [_tool(tool, f"tools[{i}]") for i, tool in enumerate(raw)]
         choice = _tool_choice(body.get("tool_choice"))
+        allowed = _allowed(body.get("tool_choice"))
+        if allowed is not None:  # Anthropic has no such choice: only those tools are sent
+            tools = [tool for tool in tools if tool["name"] in allowed]
         for legacy in ("functions", "function_call"):
             if body.get(legacy):
                 drops.field(legacy)  # `tools` supersedes them
@@ -83,9 +86,31 @@ def _legacy_functions(body: dict[str, Any]) -> tuple[list[Block], dict[str, Any]
 _CHOICE_STRINGS: dict[str, str] = {"none": "none", "auto": "auto", "required": "any"}
 
 
+def _allowed(choice: Any) -> set[str] | None:
+    """The names an `allowed_tools` choice lets the model call, or None for any other choice."""
+    if not isinstance(choice, dict) or choice.get("type") != "allowed_tools":
+        return None
+    listed = choice.get("allowed_tools")
+    listed = listed.get("tools") if isinstance(listed, dict) else None
+    if not isinstance(listed, list):
+        raise invalid("tool_choice", "an allowed_tools choice must list its tools")
+    names = {
+        tool["function"]["name"]
+        for tool in listed
+        if isinstance(tool, dict)
+        and isinstance(tool.get("function"), dict)
+        and isinstance(tool["function"].get("name"), str)
+    }
+    return names
+
+
 def _tool_choice(choice: Any) -> dict[str, Any] | None:
     if choice is None:
         return None
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        listed = choice.get("allowed_tools")
+        mode = listed.get("mode") if isinstance(listed, dict) else None
+        return {"type": "any" if mode == "required" else "auto"}
     if isinstance(choice, str) and choice in _CHOICE_STRINGS:
         return {"type": _CHOICE_STRINGS[choice]}
     function = choice.get("function") if isinstance(choice, dict) else None

@@ -25,10 +25,7 @@ import orjson
 from gateway.translate import openai_anthropic, responses_openai, responses_thinking
 from gateway.translate.fields import invalid
 from gateway.translate.responses_request import (
-    ToolChoice,
     dropped_fields,
-    read_tool_choice,
-    read_tools,
 )
 from gateway.translate.translation import Dropped, Translation
 
@@ -58,7 +55,6 @@ def translate_request(
     )
     out = core.body  # what the core dropped is named below in Responses terms
     carried = responses_thinking.place(out["messages"], responses_thinking.read(body.get("input")))
-    _allowed_tools(body, out)
     output_config = _output_config(body)
     if output_config:
         out["output_config"] = output_config
@@ -105,20 +101,6 @@ def _check_arguments(arguments: Any, path: str) -> None:
         raise invalid(path, "is not valid JSON") from None  # the parser quotes the text
     if not isinstance(parsed, dict):
         raise invalid(path, "must encode a JSON object")
-
-
-def _allowed_tools(body: dict[str, Any], out: dict[str, Any]) -> None:
-    """Anthropic has no `allowed_tools` choice: only the allowed tools are sent."""
-    choice = read_tool_choice(body.get("tool_choice"), read_tools(body.get("tools")))
-    if not isinstance(choice, ToolChoice) or choice.mode != "allowed" or "tools" not in out:
-        return
-    allowed = set(choice.names)
-    out["tools"] = [t for t in out["tools"] if t["name"] in allowed or _joined(t, allowed)]
-    out["tool_choice"] = {"type": "auto"}
-
-
-def _joined(tool: dict[str, Any], allowed: set[str]) -> bool:
-    return tool["name"].rpartition("__")[2] in allowed
 
 
 def _output_config(body: dict[str, Any]) -> dict[str, Any]:

@@ -166,6 +166,24 @@ def full_record(i: int, **overrides: Any) -> AuditRecord:
         "dropped_input_items": 3,
         "response_id": f"resp_{i:032x}",
         "previous_response_id": f"resp_{i + 1000:032x}",
+        "attempts": [
+            {
+                "provider": "openai",
+                "upstream_model": "m",
+                "outcome": "status_503",
+                "duration_ms": 12.5,
+                "status": 503,
+            },
+            {
+                "provider": "anthropic",
+                "upstream_model": "n",
+                "outcome": "answered",
+                "duration_ms": 40.25,
+                "status": 200,
+            },
+        ],
+        "timeout": "idle",
+        "key_name": f"team-{i}",
     }
     values.update(overrides)
     return AuditRecord(**values)

@@ -153,10 +153,12 @@ def test_malformed_migration_lists_are_refused() -> None:
 
 
 # The columns of each older schema version: version 2 added `ended_by`, version 3 the drops
-# and the Responses ids. Every column beyond them reads back as its field's default.
+# and the Responses ids, version 4 the attempts, the timeout and the key name. Every column
+# beyond them reads back as its field's default.
 OLD_COLUMNS = {
     1: COLUMNS[: COLUMNS.index("ended_by")],
     2: COLUMNS[: COLUMNS.index("dropped_fields")],
+    3: COLUMNS[: COLUMNS.index("attempts")],
 }
 
 
@@ -220,7 +222,9 @@ async def test_an_older_database_is_migrated_keeping_its_rows(
     await store.write([full_record(2)])
     got = {r.id: r for r in await store.fetch()}
     assert got["req-00001"] == old
-    assert got["req-00001"].dropped_fields is None and got["req-00001"].dropped_tools == 0
+    assert got["req-00001"].attempts == [] and got["req-00001"].key_name is None
+    if version < 3:
+        assert got["req-00001"].dropped_fields is None and got["req-00001"].dropped_tools == 0
     assert got["req-00002"] == full_record(2)
 
 

@@ -102,6 +102,9 @@ REPAIRS: Final[Mapping[str, Repair]] = {
     "dropped_input_items": Repair(_count32, int),
     "response_id": Repair(coerce_text, _none),
     "previous_response_id": Repair(coerce_text, _none),
+    "attempts": Repair(_json_list, list),
+    "timeout": Repair(coerce_text, _none),
+    "key_name": Repair(coerce_text, _none),
 }
 # JSON fields are checked for their shape here and for their content by `json_text`, which the
 # stores run anyway: walking a large `content` for every record would cost more than dumping it.
@@ -110,6 +113,7 @@ _JSON_SHAPES: Final[Mapping[str, type]] = {
     "parse_failures": list,
     "content": dict,
     "dropped_fields": list,
+    "attempts": list,
 }
 # A JSON \u0000 escape: after an even number of backslashes (an odd one is an escaped "\").
 _JSON_NUL: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")

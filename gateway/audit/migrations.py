@@ -30,7 +30,9 @@ TABLE = "audit_records"
 
 # Columns holding a bool (INTEGER 0/1 in SQLite, BOOLEAN in PostgreSQL) and JSON (TEXT / JSONB).
 BOOL_COLUMNS = frozenset({"stream", "truncated", "terminator_seen", "client_aborted"})
-JSON_COLUMNS = frozenset({"withheld_tool_calls", "parse_failures", "content", "dropped_fields"})
+JSON_COLUMNS = frozenset(
+    {"withheld_tool_calls", "parse_failures", "content", "dropped_fields", "attempts"}
+)
 
 # The table's columns at the latest version, in insert order; one per `AuditRecord` field.
 COLUMNS: tuple[str, ...] = (
@@ -67,6 +69,9 @@ COLUMNS: tuple[str, ...] = (
     "dropped_input_items",
     "response_id",
     "previous_response_id",
+    "attempts",
+    "timeout",
+    "key_name",
 )
 
 
@@ -130,6 +135,15 @@ def _drops_and_response_ids_v3(dialect: str) -> list[str]:
     ]
 
 
+def _attempts_timeout_key_v4(dialect: str) -> list[str]:
+    json = "JSONB" if dialect == "postgresql" else "TEXT"
+    return [
+        f"ALTER TABLE {TABLE} ADD COLUMN attempts {json} NOT NULL DEFAULT '[]'",
+        f"ALTER TABLE {TABLE} ADD COLUMN timeout TEXT",
+        f"ALTER TABLE {TABLE} ADD COLUMN key_name TEXT",
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -146,6 +160,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         "audit_records: what the request translation dropped (field names, tool and input item "
         "counts); the Responses response_id and previous_response_id",
         {d: _drops_and_response_ids_v3(d) for d in DIALECTS},
+    ),
+    Migration(
+        4,
+        "audit_records: every attempt (target, outcome, duration), the timeout that fired, and "
+        "the gateway key's name",
+        {d: _attempts_timeout_key_v4(d) for d in DIALECTS},
     ),
 )
 

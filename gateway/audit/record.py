@@ -32,6 +32,10 @@ CUT_REASONS = (
 # the gateway ended it (the shutdown grace ran out). None: it ended normally.
 ENDED_BY: Final = ("client", "server")
 
+# Which timeout ended an attempt (`AuditRecord.timeout`): the connect, the wait for the response
+# headers, a gap between body reads, or the attempt's whole time.
+TIMEOUTS: Final = ("connect", "first_byte", "idle", "total")
+
 # How the audit, its report and /metrics name what a record does not have: no provider (refused
 # before routing) and no stop reason (no answer came: refused, or the upstream failed). `none`
 # is not `unknown`, which is a stop reason the upstream sent that the gateway does not know.
@@ -117,6 +121,11 @@ class AuditRecord:
     # OpenAI Responses: the response's own id, and the one it continued (`previous_response_id`).
     response_id: str | None = None
     previous_response_id: str | None = None
+    # Every try at an upstream, in order: {provider, upstream_model, outcome, duration_ms} and
+    # the status when one came (more than one: a retry or a fallback answered, or none did).
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    timeout: str | None = None  # the timeout that fired: one of TIMEOUTS
+    key_name: str | None = None  # the gateway key's configured name, never the key
 
     @property
     def ttfb_ms(self) -> float | None:

@@ -21,6 +21,7 @@ from gateway.handlers.responses import error_response, new_request_id
 from gateway.handlers.stored import stored_response_handlers
 from gateway.metrics import GatewayMetrics
 from gateway.observer import ExchangeObserver
+from gateway.resilience.plan import Resilience
 from gateway.responses_store import open_response_store
 from gateway.settings import Settings
 from providers.registry import build_provider
@@ -80,7 +81,8 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
     response_store = open_response_store(
         responses.store, responses.ttl, responses.max_entries, responses.max_bytes
     )
-    gateway = Gateway(settings, providers, observer, response_store)
+    resilience = Resilience(settings, on_circuit=metrics.circuit)
+    gateway = Gateway(settings, providers, observer, response_store, resilience)
     app[GATEWAY] = gateway
 
     async def audit_writer(app: web.Application) -> AsyncIterator[None]:
@@ -147,6 +149,11 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
         app.router.add_delete(path + "/{id}", delete_stored)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/healthz", meta.healthz)
+
+    async def health(request: web.Request) -> web.Response:
+        return meta.health_response(settings, resilience.circuits)
+
+    app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics_text)
     app.router.add_get("/", meta.root)  # also answers HEAD /
     app.router.add_route("*", "/{tail:.*}", not_found)

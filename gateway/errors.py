@@ -18,15 +18,19 @@ GatewayError                      status, code; rendered per client format at th
     ├── UpstreamUnreachable       502: connection refused, DNS, reset before a response
     ├── UpstreamTimeout           504: no answer in time
     ├── UpstreamProtocolError     502: the upstream's answer is not its wire format
+    ├── CircuitOpen               503: every target of the route is cooling down after failures
     └── StreamBroken              the stream broke after the first byte reached the client
 """
 
 from __future__ import annotations
 
+import math
+
 
 class GatewayError(Exception):
     status: int = 500
     code: str = "gateway_error"
+    retry_after: str | None = None  # sent as the `retry-after` header when set
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -129,10 +133,25 @@ class UpstreamTimeout(UpstreamError):
     status = 504
     code = "upstream_timeout"
 
+    def __init__(self, message: str, which: str = "first_byte") -> None:
+        super().__init__(message)
+        self.which = which  # the timeout that fired: connect, first_byte, idle or total
+
 
 class UpstreamProtocolError(UpstreamError):
     status = 502
     code = "upstream_protocol_error"
+
+
+class CircuitOpen(UpstreamError):
+    """503: every target of the route is skipped after repeated failures (its circuit is open)."""
+
+    status = 503
+    code = "circuit_open"
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = str(max(1, math.ceil(retry_after)))
 
 
 class StreamBroken(UpstreamError):

@@ -8,9 +8,13 @@ names it (`NO_PROVIDER`, `NO_STOP_REASON`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord
+from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord, fell_back
+from gateway.resilience.circuit import STATE_VALUES
+from gateway.resilience.outcome import ANSWERS, CIRCUIT_OPEN
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 CLIENT_CAUSED = frozenset({"stream_aborted"})
@@ -81,6 +85,30 @@ class GatewayMetrics:
             ["provider", "ended_by"],
             registry=r,
         )
+        self.attempts = Counter(
+            "gateway_upstream_attempts",
+            "Attempts at upstream targets by outcome (answered, error_status, timeout, ...)",
+            ["provider", "outcome"],
+            registry=r,
+        )
+        self.retried = Counter(
+            "gateway_retried_exchanges",
+            "Exchanges that took more than one attempt, by whether one answered",
+            ["provider", "answered"],
+            registry=r,
+        )
+        self.fallbacks = Counter(
+            "gateway_fallback_exchanges",
+            "Exchanges answered by another target than the first one tried",
+            ["provider"],
+            registry=r,
+        )
+        self.circuit_state = Gauge(
+            "gateway_circuit_state",
+            "Per target: 0 closed, 1 half-open (probing), 2 open (skipped)",
+            ["target"],
+            registry=r,
+        )
         self.in_flight = Gauge("gateway_in_flight_exchanges", "Exchanges in progress", registry=r)
         self.queue_depth = Gauge(
             "gateway_audit_queue_depth", "Audit records waiting for the writer", registry=r
@@ -113,10 +141,28 @@ class GatewayMetrics:
             self.upstream_errors.labels(provider, record.error_class).inc()
         if record.runaway_streak:
             self.runaway.labels(provider, model).inc()
+        attempts = record.attempts
+        if len(attempts) == 1:
+            self.attempts.labels(provider, attempts[0]["outcome"]).inc()
+        elif attempts:
+            self._observe_attempts(provider, attempts)
         if record.ttfb_ms is not None:
             self.ttfb.labels(provider).observe(record.ttfb_ms / 1000)
         if record.total_ms is not None:
             self.duration.labels(provider).observe(record.total_ms / 1000)
+
+    def _observe_attempts(self, provider: str, attempts: list[dict[str, Any]]) -> None:
+        for attempt in attempts:
+            self.attempts.labels(attempt["provider"], attempt["outcome"]).inc()
+        tried = [a for a in attempts if a["outcome"] != CIRCUIT_OPEN]
+        answered = tried[-1]["outcome"] in ANSWERS if tried else False
+        if len(tried) > 1:
+            self.retried.labels(provider, "true" if answered else "false").inc()
+        if answered and fell_back(attempts):
+            self.fallbacks.labels(provider).inc()
+
+    def circuit(self, target: str, state: str) -> None:
+        self.circuit_state.labels(target).set(STATE_VALUES[state])
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -14,6 +14,7 @@ Route indexes are 0-based, as in `ResolvedRoute.route_index`.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tomllib
@@ -66,13 +67,69 @@ class ServerSettings(_Frozen):
     shutdown_grace: Seconds = 30.0
 
 
+class RetrySettings(_Frozen):
+    """When a failed attempt is tried again (at the next target of its route), and after how long.
+
+    Only before the first byte reached the client; backoff is full jitter (a random wait up to
+    `backoff * 2**(n-1)`, at most `max_backoff`), taken when the next target was tried already;
+    a `retry-after` longer than `max_retry_after` ends the retries there."""
+
+    attempts: Annotated[int, Field(ge=1, le=100)] = 3  # tries in all, the first one included
+    backoff: Seconds = 0.5
+    max_backoff: Seconds = 8.0
+    max_retry_after: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 30.0
+    deadline: Seconds = 60.0  # no attempt starts later than this after the request arrived
+    on_status: Annotated[tuple[Annotated[int, Field(ge=400, le=599)], ...], Field(strict=False)] = (
+        408,
+        429,
+        500,
+        502,
+        503,
+        504,
+        529,
+    )
+
+    _durations = field_validator(
+        "backoff", "max_backoff", "max_retry_after", "deadline", mode="before"
+    )(classmethod(lambda cls, v: _duration(v)))
+
+
 class ProviderSettings(_Frozen):
     kind: str  # a row of providers.registry.KINDS
     base_url: str | None = None
     api_key: Annotated[SecretStr, Field(min_length=1)] | None = None
     api_key_env: NonEmptyStr | None = None
-    timeout: Seconds = 600.0
-    connect_timeout: Seconds = 10.0
+    timeout: Seconds | None = None  # shorthand: first_byte_timeout and idle_timeout both
+    connect_timeout: Seconds = 10.0  # TCP (and TLS) connect
+    first_byte_timeout: Seconds = 600.0  # request sent to response headers (a whole answer when
+    # not streamed: the upstream sends its headers once it finished generating)
+    idle_timeout: Seconds = 300.0  # the longest gap between two reads of the body
+    total_timeout: Seconds = 1800.0  # one attempt, from the connect to the body's last byte
+    retry: RetrySettings = RetrySettings()
+
+    _durations = field_validator(
+        "timeout",
+        "connect_timeout",
+        "first_byte_timeout",
+        "idle_timeout",
+        "total_timeout",
+        mode="before",
+    )(classmethod(lambda cls, v: _duration(v)))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _timeout_shorthand(cls, data: Any) -> Any:
+        """`timeout = N` (the key of earlier versions) sets first_byte and idle when not given;
+        a wrong value is left for the `timeout` field to report."""
+        if not isinstance(data, dict) or "timeout" not in data:
+            return data
+        try:
+            value = _duration(data["timeout"])
+        except ValueError:
+            return data
+        if isinstance(value, float) and 0 < value < math.inf:
+            data = {"first_byte_timeout": value, "idle_timeout": value, **data}
+        return data
 
     @field_validator("kind")
     @classmethod
@@ -119,10 +176,54 @@ class ProviderSettings(_Frozen):
         return None
 
 
+class TargetSettings(_Frozen):
+    """One place a route's requests may go: a provider and the model name it is asked for."""
+
+    provider: NonEmptyStr
+    upstream_model: NonEmptyStr | None = None  # None: the client's own model name
+    # Share of the route's traffic; 0: a fallback only, tried when the others failed.
+    weight: Annotated[float, Field(ge=0, allow_inf_nan=False, strict=False)] = 1.0
+
+    @property
+    def key(self) -> str:
+        """The target's name in circuits, /health and metrics: "provider/upstream_model", with
+        "*" for the client's own model name."""
+        return f"{self.provider}/{self.upstream_model or '*'}"
+
+
 class RouteSettings(_Frozen):
     match: NonEmptyStr
-    provider: NonEmptyStr
+    provider: NonEmptyStr | None = None  # one target (shorthand for `targets`)
     upstream_model: NonEmptyStr | None = None
+    targets: Annotated[tuple[TargetSettings, ...], Field(strict=False)] = ()
+    balance: Literal["weighted", "least_in_flight"] = "weighted"
+    retry: RetrySettings | None = None  # None: the first target's provider's
+
+    @model_validator(mode="after")
+    def _one_target_form(self) -> RouteSettings:
+        if self.targets and (self.provider is not None or self.upstream_model is not None):
+            raise ValueError("give provider (and upstream_model) or targets, not both")
+        if not self.targets and self.provider is None:
+            raise ValueError("give provider or targets")
+        if self.targets and not any(target.weight > 0 for target in self.targets):
+            raise ValueError("targets: at least one needs a weight above 0")
+        return self
+
+    def target_list(self) -> tuple[TargetSettings, ...]:
+        if self.targets:
+            return self.targets
+        assert self.provider is not None  # the validator above
+        return (TargetSettings(provider=self.provider, upstream_model=self.upstream_model),)
+
+
+class CircuitSettings(_Frozen):
+    """Per target: after `failures` failures in a row it is skipped for `cooldown`, then one
+    request probes it (half-open): a success closes the circuit, a failure opens it again."""
+
+    failures: Annotated[int, Field(ge=0)] = 5  # 0: no circuit breaking
+    cooldown: Seconds = 30.0
+
+    _cooldown = field_validator("cooldown", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
 
 class TruncationSettings(_Frozen):
@@ -188,11 +289,27 @@ class AgentGuardSettings(_Frozen):
 
 
 @dataclass(frozen=True, slots=True)
+class ResolvedTarget:
+    key: str  # "provider/upstream_model" as configured ("*" for the client's name): its circuit
+    provider_name: str
+    upstream_model: str
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
 class ResolvedRoute:
     route_index: int
     route: RouteSettings
-    provider_name: str
-    upstream_model: str
+    targets: tuple[ResolvedTarget, ...]
+
+    @property
+    def provider_name(self) -> str:
+        """The first target's provider (the route's only one unless it lists targets)."""
+        return self.targets[0].provider_name
+
+    @property
+    def upstream_model(self) -> str:
+        return self.targets[0].upstream_model
 
 
 class Settings(_Frozen):
@@ -203,16 +320,19 @@ class Settings(_Frozen):
     audit: AuditSettings = AuditSettings()
     agent_guard: AgentGuardSettings = AgentGuardSettings()
     responses: ResponsesSettings = ResponsesSettings()
+    circuit: CircuitSettings = CircuitSettings()
 
     @model_validator(mode="after")
     def _routes_name_providers(self) -> Settings:
         # Raised as ConfigError, not ValueError: pydantic would report it without the route index.
         configured = ", ".join(sorted(self.providers)) or "none"
-        problems: list[tuple[str | None, str]] = [
-            (f"routes[{i}].provider", f'no provider named "{name}" (configured: {configured})')
-            for i, name in enumerate(route.provider for route in self.routes)
-            if name not in self.providers
-        ]
+        problems: list[tuple[str | None, str]] = []
+        for i, route in enumerate(self.routes):
+            for j, target in enumerate(route.target_list()):
+                if target.provider not in self.providers:
+                    where = f"routes[{i}].targets[{j}]" if route.targets else f"routes[{i}]"
+                    problem = f'no provider named "{target.provider}" (configured: {configured})'
+                    problems.append((f"{where}.provider", problem))
         if problems:
             raise ConfigError(None, problems)
         return self
@@ -220,8 +340,23 @@ class Settings(_Frozen):
     def resolve_route(self, model: str) -> ResolvedRoute | None:
         for index, route in enumerate(self.routes):
             if fnmatchcase(model, route.match):
-                return ResolvedRoute(index, route, route.provider, route.upstream_model or model)
+                targets = tuple(
+                    ResolvedTarget(
+                        target.key,
+                        target.provider,
+                        target.upstream_model or model,
+                        target.weight,
+                    )
+                    for target in route.target_list()
+                )
+                return ResolvedRoute(index, route, targets)
         return None
+
+    def retry_for(self, route: ResolvedRoute) -> RetrySettings:
+        """The route's retry table, else its first target's provider's."""
+        if route.route.retry is not None:
+            return route.route.retry
+        return self.providers[route.provider_name].retry
 
     def model_names(self) -> list[str]:
         """Names for `GET /v1/models`: literal match patterns, and upstream names that route."""
@@ -229,9 +364,10 @@ class Settings(_Frozen):
         for route in self.routes:
             if _GLOB_CHARS.isdisjoint(route.match):
                 names[route.match] = None
-            upstream = route.upstream_model
-            if upstream is not None and self.resolve_route(upstream) is not None:
-                names[upstream] = None
+            for target in route.target_list():
+                upstream = target.upstream_model
+                if upstream is not None and self.resolve_route(upstream) is not None:
+                    names[upstream] = None
         return list(names)
 
 

@@ -153,14 +153,17 @@ def _mock_answers(settings: Settings, source: ConfigSource) -> Iterator[str]:
     """Routes of real-looking model names (not `mock*`) answered by a mock provider."""
     real = _built_in_upstreams() if source.path is None else {}
     for index, route in enumerate(settings.routes):
-        if settings.providers[route.provider].kind != "mock" or route.match.startswith("mock"):
+        mocks = [
+            t.provider for t in route.target_list() if settings.providers[t.provider].kind == "mock"
+        ]
+        if not mocks or route.match.startswith("mock"):
             continue
         shown = f"routes[{index}] {route.match!r} is answered by the mock"
         if route.match in real:
             provider, var = real[route.match]
             yield f"{shown}: set ${var} to route it to {provider}"
         else:
-            yield f"{shown} provider {route.provider!r}, not a real upstream"
+            yield f"{shown} provider {mocks[0]!r}, not a real upstream"
 
 
 def _built_in_upstreams() -> dict[str, tuple[str, str]]:
@@ -168,9 +171,10 @@ def _built_in_upstreams() -> dict[str, tuple[str, str]]:
     every = default_settings(_EveryVariableSet())
     upstreams = {}
     for route in every.routes:
-        var = every.providers[route.provider].api_key_env
+        provider = route.target_list()[0].provider
+        var = every.providers[provider].api_key_env
         if var is not None:
-            upstreams[route.match] = (route.provider, var)
+            upstreams[route.match] = (provider, var)
     return upstreams
 
 

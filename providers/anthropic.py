@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from providers.base import ProviderRequest
-from providers.http import HttpReply, HttpTransport
+from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
 
 # The version the public API requires when the client sends none (PROTOCOLS.md c.1).
 DEFAULT_VERSION = "2023-06-01"
@@ -29,14 +29,12 @@ class AnthropicProvider:
         name: str,
         base_url: str,
         api_key: str | None,
-        *,
-        timeout: float = 600,
-        connect_timeout: float = 10,
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
     ) -> None:
         self.name = name
         self._url = base_url.rstrip("/") + "/v1/messages"
         self._api_key = api_key
-        self._http = HttpTransport(name, timeout=timeout, connect_timeout=connect_timeout)
+        self._http = HttpTransport(name, timeouts)
 
     def _headers(self, request: ProviderRequest) -> dict[str, str]:
         client = request.headers

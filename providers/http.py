@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import math
 import os
 import socket
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -28,36 +30,144 @@ _FOREIGN = (asyncio.TimeoutError, aiohttp.ClientError)
 _DROPPED = (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError)
 
 
-class HttpReply:
-    """An `UpstreamReply` over an `aiohttp.ClientResponse` that maps read errors."""
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds each wait of one attempt may take (None: unbounded).
 
-    def __init__(self, response: aiohttp.ClientResponse, provider: str) -> None:
+    connect: TCP and TLS; first_byte: the request sent to the response's headers; idle: the gap
+    between two reads of the body (a stream that keeps producing never hits it); total: the
+    whole attempt, connect to the body's last byte."""
+
+    connect: float | None = 10.0
+    first_byte: float | None = 600.0
+    idle: float | None = 300.0
+    total: float | None = 1800.0
+
+
+DEFAULT_TIMEOUTS: Final = Timeouts()
+
+
+class _BodyClock:
+    """The idle and total deadlines over one reply's body reads.
+
+    Per read it stores when the wait began and clears it when bytes came: no timer is re-armed
+    per chunk. One timer, re-armed only when it fires, looks at how long the current wait has
+    lasted and cancels the reading task once a deadline passed; `expired` says which one.
+    Time spent outside a read (writing to a slow client) is never counted.
+    """
+
+    __slots__ = ("_deadline", "_handle", "_idle", "_loop", "_task", "expired", "since")
+
+    def __init__(self, idle: float | None, deadline: float | None) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._idle = idle
+        self._deadline = deadline  # loop time
+        self._task: asyncio.Task[object] | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self.since: float | None = None  # when the read under way began waiting
+        self.expired: str | None = None  # "idle" or "total" once one fired
+
+    def waiting(self) -> None:
+        self.since = now = self._loop.time()
+        if self._handle is None and (self._idle is not None or self._deadline is not None):
+            self._task = asyncio.current_task()
+            self._arm(now)
+
+    def _due(self, since: float) -> float:
+        due = since + self._idle if self._idle is not None else math.inf
+        return min(due, self._deadline) if self._deadline is not None else due
+
+    def _arm(self, since: float) -> None:
+        self._handle = self._loop.call_at(self._due(since), self._check)
+
+    def _check(self) -> None:
+        self._handle = None
+        since = self.since
+        if since is None:
+            return  # not reading: the next wait arms the timer again
+        now = self._loop.time()
+        if now < self._due(since):
+            self._arm(since)
+            return
+        if self._deadline is not None and now >= self._deadline:
+            self.expired = "total"
+        else:
+            self.expired = "idle"
+        if self._task is not None:
+            self._task.cancel()
+
+    def stopped(self, exc: asyncio.CancelledError) -> bool:
+        """Whether this cancellation is the clock's own (then the task is uncancelled)."""
+        if self.expired is None or self._task is None:
+            return False
+        return self._task.uncancel() == 0
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+class HttpReply:
+    """An `UpstreamReply` over an `aiohttp.ClientResponse` that maps read errors and applies
+    the idle and total timeouts to the body."""
+
+    def __init__(
+        self,
+        response: aiohttp.ClientResponse,
+        provider: str,
+        timeouts: Timeouts,
+        deadline: float | None,
+    ) -> None:
         self.status: int = response.status
         # Case-insensitive view of the upstream's headers.
         self.headers: Mapping[str, str] = response.headers
         self._response = response
         self._provider = provider
+        self._timeouts = timeouts
+        self._deadline = deadline
 
     async def read(self) -> bytes:
-        try:
-            return await self._response.read()
-        except _FOREIGN as exc:
-            raise self._body_error(exc) from exc
+        return b"".join([chunk async for chunk in self.iter_chunks()])
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:
+        clock = _BodyClock(self._timeouts.idle, self._deadline)
+        chunks = self._response.content.iter_any().__aiter__()
         try:
-            async for chunk in self._response.content.iter_any():
+            while True:
+                clock.waiting()
+                try:
+                    chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    return
+                except asyncio.CancelledError as exc:
+                    if clock.stopped(exc):
+                        raise self._timed_out(clock.expired) from None
+                    raise
+                clock.since = None
                 yield chunk
         except _FOREIGN as exc:
             raise self._body_error(exc) from exc
+        finally:
+            clock.close()
 
     def release(self) -> None:
         self._response.release()
 
+    def _timed_out(self, which: str | None) -> UpstreamTimeout:
+        if which == "total":
+            limit = self._timeouts.total
+            return UpstreamTimeout(
+                f"upstream {self._provider!r} did not finish within {limit:g} s", "total"
+            )
+        return UpstreamTimeout(
+            f"upstream {self._provider!r} sent nothing for {self._timeouts.idle:g} s mid-body",
+            "idle",
+        )
+
     def _body_error(self, exc: BaseException) -> UpstreamError:
-        # Timeout first: aiohttp's read timeout is both a TimeoutError and a ClientConnectionError.
         if isinstance(exc, asyncio.TimeoutError):
-            return UpstreamTimeout(f"upstream {self._provider!r} stalled mid-body")
+            return UpstreamTimeout(f"upstream {self._provider!r} stalled mid-body", "idle")
         if isinstance(exc, _DROPPED):
             return UpstreamUnreachable(
                 f"upstream {self._provider!r} connection closed mid-body ({type(exc).__name__})"
@@ -70,19 +180,21 @@ class HttpReply:
 class HttpTransport:
     """POSTs bodies for one provider over its own connection pool.
 
-        transport = HttpTransport("openai", timeout=600, connect_timeout=10)
+        transport = HttpTransport("openai", Timeouts(connect=10, first_byte=600))
         reply = await transport.post(url, body, {"content-type": "application/json"})
         ...
         await transport.close()
 
-    `timeout` bounds each wait for bytes (the status line, then every read of the body), not the
-    whole exchange: a long stream that keeps producing never times out.
+    The connect timeout is aiohttp's; the wait for the headers and the whole attempt are
+    bounded here, and the body's reads by the reply (`_BodyClock`), so aiohttp arms no read
+    timer per chunk.
     """
 
-    def __init__(self, provider: str, *, timeout: float, connect_timeout: float) -> None:
+    def __init__(self, provider: str, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
         self._provider = provider
+        self.timeouts = timeouts
         self._timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=connect_timeout, sock_read=timeout
+            total=None, sock_connect=timeouts.connect, sock_read=None
         )
         self._session: aiohttp.ClientSession | None = None
 
@@ -95,28 +207,46 @@ class HttpTransport:
     async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> HttpReply:
         """Send and return once the status line and headers arrived; an error status is returned."""
         session = self._get_session()
+        timeouts = self.timeouts
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        deadline = now + timeouts.total if timeouts.total is not None else None
+        wait = timeouts.first_byte
+        if deadline is not None and (wait is None or now + wait > deadline):
+            wait, which = timeouts.total, "total"
+        else:
+            which = "first_byte"
         try:
-            response = await session.post(url, data=body, headers=dict(headers))
+            async with asyncio.timeout(wait):
+                response = await session.post(url, data=body, headers=dict(headers))
+        except TimeoutError as exc:
+            if isinstance(exc, aiohttp.ConnectionTimeoutError):
+                raise self._send_error(exc, url) from exc
+            raise self._late(url, which, wait) from exc
         except _FOREIGN as exc:
             raise self._send_error(exc, url) from exc
-        return HttpReply(response, self._provider)
+        return HttpReply(response, self._provider, timeouts, deadline)
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
 
+    def _late(self, url: str, which: str, wait: float | None) -> UpstreamTimeout:
+        where = f"upstream {self._provider!r} at {host_port(url)}"
+        return UpstreamTimeout(f"{where} did not answer within {wait or 0:g} s", which)
+
     def _send_error(self, exc: BaseException, url: str) -> UpstreamError:
         """The provider, the upstream's host:port and the cause in words: these messages reach
         clients, so never the URL's user info, path or query, a header, or an exception's text."""
         where = f"upstream {self._provider!r} at {host_port(url)}"
         if isinstance(exc, aiohttp.ConnectionTimeoutError):
-            limit = self._timeout.sock_connect
+            limit = self.timeouts.connect or 0
             return UpstreamTimeout(
-                f"cannot connect to {where}: connect timed out after {limit:g} s"
+                f"cannot connect to {where}: connect timed out after {limit:g} s", "connect"
             )
         if isinstance(exc, asyncio.TimeoutError):
-            return UpstreamTimeout(f"{where} did not answer within {self._timeout.sock_read:g} s")
+            return self._late(url, "first_byte", self.timeouts.first_byte)
         if isinstance(exc, aiohttp.ClientConnectorError):
             return UpstreamUnreachable(f"cannot connect to {where}: {_connect_cause(exc)}")
         return UpstreamUnreachable(f"{where} unreachable ({type(exc).__name__})")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from providers.base import ProviderRequest
-from providers.http import HttpReply, HttpTransport
+from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
 
 
 class OpenAIProvider:
@@ -27,14 +27,12 @@ class OpenAIProvider:
         name: str,
         base_url: str,
         api_key: str | None,
-        *,
-        timeout: float = 600,
-        connect_timeout: float = 10,
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
     ) -> None:
         self.name = name
         self._url = base_url.rstrip("/") + self.path
         self._api_key = api_key
-        self._http = HttpTransport(name, timeout=timeout, connect_timeout=connect_timeout)
+        self._http = HttpTransport(name, timeouts)
 
     def _headers(self, request: ProviderRequest) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}

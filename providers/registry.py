@@ -14,6 +14,7 @@ from typing import Protocol
 
 from providers.anthropic import AnthropicProvider
 from providers.base import Provider
+from providers.http import Timeouts
 from providers.mock import MockProvider
 from providers.openai import OpenAIProvider
 from providers.openai_responses import OpenAIResponsesProvider
@@ -27,9 +28,13 @@ class ProviderOptions(Protocol):
     @property
     def base_url(self) -> str | None: ...
     @property
-    def timeout(self) -> float: ...
-    @property
     def connect_timeout(self) -> float: ...
+    @property
+    def first_byte_timeout(self) -> float: ...
+    @property
+    def idle_timeout(self) -> float: ...
+    @property
+    def total_timeout(self) -> float: ...
 
     def resolve_api_key(self, env: Mapping[str, str]) -> str | None: ...
 
@@ -40,13 +45,13 @@ Builder = Callable[[str, ProviderOptions, str | None], Provider]
 def _http(cls: type[OpenAIProvider] | type[AnthropicProvider]) -> Builder:
     def build(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
         assert options.base_url is not None  # settings fill in the kind's default
-        return cls(
-            name,
-            options.base_url,
-            api_key,
-            timeout=options.timeout,
-            connect_timeout=options.connect_timeout,
+        timeouts = Timeouts(
+            connect=options.connect_timeout,
+            first_byte=options.first_byte_timeout,
+            idle=options.idle_timeout,
+            total=options.total_timeout,
         )
+        return cls(name, options.base_url, api_key, timeouts)
 
     return build
 

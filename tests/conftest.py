@@ -56,6 +56,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# The shared stack pins one attempt per exchange: its tests check how one upstream failure reaches
+# the client; retries, fallbacks and circuits have their own stacks (tests/test_resilience*.py).
+ONE_ATTEMPT = {"attempts": 1}
+
+
 def stack_settings(
     upstream_url: str,
     policy: str,
@@ -70,26 +75,35 @@ def stack_settings(
                 "base_url": f"{upstream_url}/v1",
                 "api_key": UPSTREAM_OPENAI_KEY,
                 "timeout": 5,
+                "retry": ONE_ATTEMPT,
             },
             "anthropic": {
                 "kind": "anthropic",
                 "base_url": upstream_url,
                 "api_key": UPSTREAM_ANTHROPIC_KEY,
                 "timeout": 5,
+                "retry": ONE_ATTEMPT,
             },
             "slow": {
                 "kind": "openai",
                 "base_url": f"{upstream_url}/v1",
                 "api_key": "sk-slow",
                 "timeout": 0.5,
+                "retry": ONE_ATTEMPT,
             },
             "slow_anthropic": {
                 "kind": "anthropic",
                 "base_url": upstream_url,
                 "api_key": "sk-slow",
                 "timeout": 0.5,
+                "retry": ONE_ATTEMPT,
             },
-            "dead": {"kind": "openai", "base_url": dead_url, "api_key": "sk-dead"},
+            "dead": {
+                "kind": "openai",
+                "base_url": dead_url,
+                "api_key": "sk-dead",
+                "retry": ONE_ATTEMPT,
+            },
             "mock": {"kind": "mock"},
         },
         "routes": [
@@ -104,6 +118,7 @@ def stack_settings(
         "truncation": {"tool_calls": policy},
         "audit": {"store": audit_store},
         "agent_guard": {"identical_tool_calls": 4, "action": guard_action},
+        "circuit": {"failures": 0},  # scripted failures of one test must not open another's
     }
 
 

@@ -205,11 +205,13 @@ def gateway_settings(upstream_url: str, policy: str, audit_store: str) -> dict[s
                 "base_url": f"{upstream_url}/v1",
                 "api_key": RESPONSES_KEY,
                 "timeout": 5,
+                "retry": {"attempts": 1},  # as tests/conftest.py's stack: one attempt
             },
         },
         "routes": [{"match": "rs-*", "provider": "responses"}],
         "truncation": {"tool_calls": policy},
         "audit": {"store": audit_store},
+        "circuit": {"failures": 0},
     }
 
 

@@ -94,12 +94,14 @@ def gateway_settings(upstream_url: str, store: str, **audit: Any) -> Settings:
                     "base_url": f"{upstream_url}/v1",
                     "api_key": "sk-upstream-openai-e2e",
                     "timeout": 10,
+                    "retry": {"attempts": 1},
                 },
                 "anthropic": {
                     "kind": "anthropic",
                     "base_url": upstream_url,
                     "api_key": "sk-upstream-anthropic-e2e",
                     "timeout": 10,
+                    "retry": {"attempts": 1},
                 },
                 "mock": {"kind": "mock"},
             },
@@ -109,6 +111,7 @@ def gateway_settings(upstream_url: str, store: str, **audit: Any) -> Settings:
                 {"match": "mock-*", "provider": "mock"},
             ],
             "audit": {"store": store, **audit},
+            "circuit": {"failures": 0},
         }
     )
 

@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestServer
 from gateway.errors import GatewayError, UpstreamTimeout, UpstreamUnreachable
 from providers.anthropic import AnthropicProvider
 from providers.base import ProviderRequest
+from providers.http import Timeouts
 from providers.openai import OpenAIProvider
 
 KEY = "sk-test-SECRET-0123456789"
@@ -318,7 +319,7 @@ async def test_disconnect_before_headers_is_unreachable(upstream, providers) -> 
 
 async def test_stall_before_headers_times_out(upstream, providers) -> None:
     up = await upstream(stall_before_headers)
-    provider = openai(providers, up.url("/v1"), timeout=0.3)
+    provider = openai(providers, up.url("/v1"), timeouts=Timeouts(first_byte=0.3, idle=0.3))
 
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -332,7 +333,7 @@ async def test_stall_before_headers_times_out(upstream, providers) -> None:
 
 async def test_stall_mid_body_times_out_from_iter_chunks(upstream, providers) -> None:
     up = await upstream(stall_mid_body)
-    provider = anthropic(providers, up.url(""), timeout=0.3)
+    provider = anthropic(providers, up.url(""), timeouts=Timeouts(first_byte=0.3, idle=0.3))
 
     reply = await provider.send(ProviderRequest(BODY, stream=True, model="m"))
     chunks: list[bytes] = []
@@ -476,7 +477,9 @@ async def test_connect_timeout_says_connect_timed_out(providers) -> None:
             pass
         else:
             pytest.skip("this kernel accepts connections past a full backlog")
-        provider = openai(providers, f"http://127.0.0.1:{address[1]}/v1", connect_timeout=0.3)
+        provider = openai(
+            providers, f"http://127.0.0.1:{address[1]}/v1", timeouts=Timeouts(connect=0.3)
+        )
         with pytest.raises(UpstreamTimeout) as info:
             await provider.send(ProviderRequest(BODY, stream=False, model="m"))
     finally:

@@ -12,6 +12,7 @@ from gateway.settings import (
     ConfigError,
     ProviderSettings,
     ResolvedRoute,
+    ResolvedTarget,
     ResponsesSettings,
     RouteSettings,
     ServerSettings,
@@ -58,13 +59,23 @@ def test_example_file_loads_with_documented_values() -> None:
         "https://api.anthropic.com",
         "ANTHROPIC_API_KEY",
     )
-    assert (openai.timeout, openai.connect_timeout) == (600.0, 10.0)
+    assert (openai.first_byte_timeout, openai.idle_timeout, openai.total_timeout) == (
+        600.0,
+        300.0,
+        1800.0,
+    )
+    assert openai.connect_timeout == 10.0
+    assert openai.retry.attempts == 3 and 529 in openai.retry.on_status
     assert (local.kind, local.base_url, local.resolve_api_key({})) == (
         "openai",
         "http://127.0.0.1:11434/v1",
         "ollama",
     )
-    assert (local.timeout, local.connect_timeout) == (300.0, 2.0)
+    assert (local.first_byte_timeout, local.idle_timeout, local.connect_timeout) == (
+        300.0,
+        300.0,
+        2.0,
+    )
     assert (mock.kind, mock.base_url) == ("mock", None)
     assert [(r.match, r.provider, r.upstream_model) for r in s.routes] == [
         ("mock*", "mock", None),
@@ -72,9 +83,19 @@ def test_example_file_loads_with_documented_values() -> None:
         ("*:*", "local", None),
         ("claude-haiku-*", "anthropic", "claude-haiku-4-5-20251001"),
         ("claude-*", "anthropic", None),
+        ("smart", None, None),
         ("gpt-*", "openai", None),
         ("o[134]*", "openai", None),
     ]
+    smart = s.resolve_route("smart")
+    assert smart is not None
+    assert [(t.provider_name, t.upstream_model, t.weight) for t in smart.targets] == [
+        ("anthropic", "claude-sonnet-4-5", 3.0),
+        ("openai", "gpt-4.1", 1.0),
+        ("local", "qwen2.5-coder:7b", 0.0),
+    ]
+    assert s.retry_for(smart).attempts == 3 and s.retry_for(smart).deadline == 30.0
+    assert (s.circuit.failures, s.circuit.cooldown) == (5, 30.0)
     assert s.truncation == TruncationSettings(tool_calls="withhold")
     # The example leaves `store` out: the per-user data directory (gateway.audit.location).
     default = f"sqlite:///{Path.home()}/.local/share/llm-gateway/audit.db"
@@ -202,7 +223,9 @@ provider = "mock"
     )
 
     assert s.resolve_route("fast") == ResolvedRoute(
-        route_index=0, route=s.routes[0], provider_name="mock", upstream_model="mock-fast-v2"
+        route_index=0,
+        route=s.routes[0],
+        targets=(ResolvedTarget("mock/mock-fast-v2", "mock", "mock-fast-v2", 1.0),),
     )
     route = s.resolve_route("mock-text")
     assert route is not None
@@ -317,7 +340,7 @@ OPENAI_X = '[providers.x]\nkind = "openai"\n'
         ),
         ('[audit]\nlog_content = "yes"', "audit.log_content: must be a valid boolean"),
         ("routes = 1", "routes: must be an array of tables"),
-        ('[[routes]]\nmatch = "a"', "routes[0].provider: required key missing"),
+        ('[[routes]]\nmatch = "a"', "routes[0]: give provider or targets"),
     ],
 )
 def test_wrong_values_name_key_and_rule(tmp_path: Path, text: str, problem: str) -> None:
@@ -362,7 +385,11 @@ def test_api_key_resolution() -> None:
 
 def test_provider_defaults_per_kind_and_base_url_drops_trailing_slash() -> None:
     openai = ProviderSettings(kind="openai")
-    assert (openai.timeout, openai.connect_timeout) == (600.0, 10.0)
+    assert (openai.first_byte_timeout, openai.idle_timeout, openai.connect_timeout) == (
+        600.0,
+        300.0,
+        10.0,
+    )
     assert (openai.api_key, openai.api_key_env) == (None, None)
     assert openai.base_url == "https://api.openai.com/v1"
     assert ProviderSettings(kind="anthropic").base_url == "https://api.anthropic.com"

@@ -43,10 +43,17 @@ class FakeUpstream:
         self.scripts: dict[str, Script] = {}
         self.received: dict[str, list[Received]] = {}
         self.closed: dict[str, float] = {}  # model -> when the gateway closed its request early
+        self.sequences: dict[str, list[Script]] = {}  # model -> the scripts of later requests
 
-    def script(self, model: str, script: Script) -> None:
+    def script(self, model: str, script: Script, *then: Script) -> None:
+        """`script` answers the first request for `model`; with `then`, each later request takes
+        the next one, and the last keeps answering."""
         self.scripts[model] = script
         self.received[model] = []
+        if then:
+            self.sequences[model] = list(then)
+        else:
+            self.sequences.pop(model, None)
 
     def last(self, model: str) -> Received:
         return self.received[model][-1]
@@ -64,6 +71,9 @@ class FakeUpstream:
         if script is None:
             return web.json_response({"error": {"message": f"unscripted {model}"}}, status=599)
         self.received[model].append(Received(request.path, dict(request.headers), raw))
+        following = self.sequences.get(model)
+        if following:
+            self.scripts[model] = following.pop(0)
         try:
             return await self._play(request, script)
         except asyncio.CancelledError:  # served with handler cancellation: the peer closed

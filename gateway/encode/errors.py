@@ -70,10 +70,9 @@ def render_error(
     """Status, body and headers of an error response in one client format. An upstream's own
     error body is relayed unchanged to a client of the wire it came in (`relay_wire`)."""
     headers = {"content-type": "application/json", "x-request-id": request_id}
-    if isinstance(err, UpstreamStatusError):
-        if err.retry_after:
-            headers["retry-after"] = err.retry_after
-        if err.body is not None and err.source == relay_wire:
-            return err.status, err.body, headers
+    if err.retry_after:
+        headers["retry-after"] = err.retry_after
+    if isinstance(err, UpstreamStatusError) and err.body is not None and err.source == relay_wire:
+        return err.status, err.body, headers
     body = orjson.dumps(errors.body(errors.details(err, request_id)))
     return errors.status(err), body, headers

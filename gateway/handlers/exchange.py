@@ -1,19 +1,21 @@
 """One exchange, whatever the client format: validate, route, attempt, answer, record.
 
     client body -> validate (the format's body model) -> route -> runaway signal
-      -> attempt: request translator (or same-format passthrough) -> provider.send
-         -> stream (gateway.handlers.streaming) or whole body (gateway.handlers.whole)
+      -> attempts over the route's targets (gateway.resilience: order, circuits, retries)
+         -> attempt: request translator (or same-format passthrough) -> provider.send
+            -> stream (gateway.handlers.streaming) or whole body (gateway.handlers.whole)
 
 The exchange owns what the client sees and the audit record; each attempt owns its provider,
 decoder, aggregator and verdict, so a retry or a fallback is another attempt, as long as no byte
-reached the client. Whatever happens, the trail gets exactly one record.
+reached the client: a failure after the first byte ends the stream with the format's error event
+and is never retried. Whatever happens, the trail gets exactly one record, listing every attempt.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +27,14 @@ from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat
 from gateway.edge import read_body
 from gateway.encode import ReplyTerms
-from gateway.errors import GatewayError, InvalidRequest, ModelNotFound, RunawaySuspected
+from gateway.errors import (
+    CircuitOpen,
+    GatewayError,
+    InvalidRequest,
+    ModelNotFound,
+    RunawaySuspected,
+    UpstreamTimeout,
+)
 from gateway.events import StreamError
 from gateway.formats.registry import wire_for
 from gateway.handlers.attempt import Attempt
@@ -37,8 +46,18 @@ from gateway.handlers.upstream_errors import status_error
 from gateway.handlers.validation import RequestBody, nested_too_deep, parse_json, validate
 from gateway.handlers.whole import whole_reply
 from gateway.observer import ExchangeObserver
+from gateway.resilience.circuit import Circuits
+from gateway.resilience.outcome import (
+    ANSWERED,
+    BROKEN,
+    CIRCUIT_OPEN,
+    CLIENT_LEFT,
+    Outcome,
+    failed_outcome,
+)
+from gateway.resilience.plan import Resilience
 from gateway.responses_store import OffStore, ResponseStore
-from gateway.settings import ResolvedRoute, Settings
+from gateway.settings import ResolvedRoute, ResolvedTarget, Settings
 from gateway.translate.table import NOTHING_DROPPED, Dropped, translate_request
 from gateway.translate.translation import ToolOrigin
 from providers.base import Provider, ProviderRequest
@@ -52,7 +71,12 @@ class Gateway:
     providers: Mapping[str, Provider]
     observer: ExchangeObserver
     responses: ResponseStore = field(default_factory=OffStore)  # for previous_response_id
+    resilience: Resilience | None = None  # None: built from `settings`
     closing: bool = False  # the server is shutting down: what it cancels now, it ended
+
+    def __post_init__(self) -> None:
+        if self.resilience is None:
+            self.resilience = Resilience(self.settings)
 
 
 @dataclass(slots=True)
@@ -79,6 +103,8 @@ async def serve(client: ClientFormat, gateway: Gateway, request: web.Request) ->
         response = await _exchange(exchange, gateway, request)
     except GatewayError as err:
         record.error_class = type(err).__name__
+        if isinstance(err, UpstreamTimeout):
+            record.timeout = err.which
         response = error_response(client, err, request_id)
     except asyncio.CancelledError:
         exchange.ended_by = "server" if gateway.closing else "client"
@@ -148,8 +174,100 @@ async def _exchange(
         exchange.chain, obj, raw = await open_chain(gateway.responses, obj, raw, request.headers)
         record.previous_response_id = exchange.chain.parent_id
     _check_runaway(gateway, client, obj, record)
-    provider = gateway.providers[route.provider_name]
-    return await _attempt(exchange, gateway, request, provider, route, body, obj, raw)
+    return await _attempts(exchange, gateway, request, route, body, obj, raw)
+
+
+def _admitted(
+    order: Sequence[ResolvedTarget], start: int, circuits: Circuits, record: AuditRecord
+) -> tuple[int, ResolvedTarget] | None:
+    """The first target from `start` on (cyclically) whose circuit admits an attempt; a target
+    skipped for its open circuit is listed once in the record's attempts."""
+    for step in range(len(order)):
+        position = (start + step) % len(order)
+        target = order[position]
+        if circuits.admits(target.key):
+            return position, target
+        if not any(a.get("target") == target.key for a in record.attempts):
+            entry = Outcome(CIRCUIT_OPEN).entry(target.provider_name, target.upstream_model, 0.0)
+            record.attempts.append({**entry, "target": target.key})
+    return None
+
+
+async def _attempts(
+    exchange: Exchange,
+    gateway: Gateway,
+    request: web.Request,
+    route: ResolvedRoute,
+    body: RequestBody,
+    obj: dict[str, Any],
+    raw: bytes,
+) -> web.StreamResponse:
+    """Attempts over the route's targets until one answers: a failure before the first byte
+    reached the client moves on to the next admitted target when the retry table allows it,
+    after a backoff when that target was tried already."""
+    resilience = gateway.resilience
+    assert resilience is not None  # Gateway.__post_init__
+    record = exchange.record
+    balancer, circuits = resilience.balancer, resilience.circuits
+    order = balancer.order(route)
+    retries = resilience.policy(route).begin(time.monotonic())
+    tried: set[str] = set()
+    position = 0
+    while True:
+        admitted = _admitted(order, position, circuits, record)
+        if admitted is None:
+            keys = [t.key for t in order]
+            raise CircuitOpen(
+                f"Every target of route {route.route.match!r} is cooling down after repeated "
+                "failures (circuit open)",
+                circuits.retry_in(keys),
+            )
+        position, target = admitted
+        tried.add(target.key)
+        provider = gateway.providers[target.provider_name]
+        record.provider, record.upstream_model = target.provider_name, target.upstream_model
+        started = time.monotonic()
+        balancer.started(target.key)
+        try:
+            response = await _attempt(exchange, gateway, request, provider, target, body, obj, raw)
+        except GatewayError as exc:
+            outcome = failed_outcome(exc, retries.policy.retry_on)
+            _note(record, target, outcome, started)
+            if outcome.target_failed:
+                circuits.failed(target.key)
+            else:
+                circuits.released(target.key)
+            following = _admitted(order, position + 1, circuits, record)
+            if following is None:
+                raise
+            delay = retries.after_failure(outcome, revisit=following[1].key in tried)
+            if delay is None:
+                raise
+            circuits.released(following[1].key)  # admitted for the next turn, not yet taken
+            if delay > 0:
+                await asyncio.sleep(delay)
+            position = following[0]
+            continue
+        except asyncio.CancelledError:
+            _note(record, target, Outcome(CLIENT_LEFT), started)
+            circuits.released(target.key)
+            raise
+        finally:
+            balancer.ended(target.key)
+        attempt = exchange.attempt
+        error = attempt.aggregator.error if attempt is not None else None
+        if error is not None and error.kind != "aborted":  # broke after the first byte
+            _note(record, target, Outcome(BROKEN, status=response.status), started)
+            circuits.failed(target.key)
+        else:
+            _note(record, target, Outcome(ANSWERED, status=response.status), started)
+            circuits.succeeded(target.key)
+        return response
+
+
+def _note(record: AuditRecord, target: ResolvedTarget, outcome: Outcome, started: float) -> None:
+    duration = time.monotonic() - started
+    record.attempts.append(outcome.entry(target.provider_name, target.upstream_model, duration))
 
 
 async def _attempt(
@@ -157,16 +275,16 @@ async def _attempt(
     gateway: Gateway,
     request: web.Request,
     provider: Provider,
-    route: ResolvedRoute,
+    target: ResolvedTarget,
     body: RequestBody,
     obj: dict[str, Any],
     raw: bytes,
 ) -> web.StreamResponse:
-    """One try at one provider; the loop retries and fallbacks will run over."""
+    """One try at one target."""
     client, record = exchange.client, exchange.record
     wire = wire_for(provider.wire)
     policy = gateway.settings.truncation.tool_calls
-    translation = _upstream_payload(client, wire.name, obj, raw, route.upstream_model)
+    translation = _upstream_payload(client, wire.name, obj, raw, target.upstream_model)
     _record_dropped(record, translation.dropped)
     if translation.dropped.tools and gateway.settings.responses.unsupported_tools == "reject":
         names = ", ".join(translation.dropped.tools)
@@ -187,16 +305,18 @@ async def _attempt(
     attempt = exchange.attempt = Attempt(provider, wire, terms)
     headers = {k: request.headers[k] for k in FORWARDED_HEADERS if k in request.headers}
     payload = translation.payload
-    upstream = ProviderRequest(payload, record.stream, route.upstream_model, headers=headers)
+    upstream = ProviderRequest(payload, record.stream, target.upstream_model, headers=headers)
     reply = await provider.send(upstream)
     try:
         if reply.status >= 400:
             raise status_error(reply.status, reply.headers, await reply.read(), wire.name)
-        attempt.answered = True
         if record.stream:
+            attempt.answered = True
             response = await stream_reply(client, attempt, reply, request, record)
         else:
-            response = await whole_reply(client, attempt, reply)
+            answer = await reply.read()  # a failure here is the attempt's, not a cut answer
+            attempt.answered = True
+            response = whole_reply(client, attempt, answer)
         if exchange.chain is not None:
             await exchange.chain.keep(attempt)
         return response

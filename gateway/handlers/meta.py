@@ -1,13 +1,16 @@
-"""`GET /v1/models`, `GET /healthz` and the base URL probe (`HEAD /`) Claude Code sends."""
+"""`GET /v1/models`, `GET /healthz` (liveness), `GET /health` (targets and their circuits) and the
+base URL probe (`HEAD /`) Claude Code sends."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import orjson
 from aiohttp import web
 
 from gateway.client_formats import detect
+from gateway.resilience.circuit import CLOSED, OPEN, Circuits
 from gateway.settings import Settings
 from providers.base import Provider
 
@@ -19,7 +22,9 @@ def model_names(settings: Settings, providers: Mapping[str, Provider]) -> list[s
     for name, provider in providers.items():
         for model in provider.offered_models():
             route = settings.resolve_route(model)
-            if route is not None and route.provider_name == name and model not in names:
+            if route is None or model in names:
+                continue
+            if any(target.provider_name == name for target in route.targets):
                 names.append(model)
     return names
 
@@ -30,6 +35,28 @@ def models_response(
     """The list in the shape of the client's format (Anthropic's for `anthropic-version`)."""
     body = detect(request.path, request.headers).models_body(model_names(settings, providers))
     return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+
+def health_response(settings: Settings, circuits: Circuits) -> web.Response:
+    """`GET /health`: every configured target and its circuit; "degraded" while one is not
+    closed, "unavailable" (503) while every target of some route is open."""
+    failing = circuits.snapshot()
+    targets: dict[str, dict[str, Any]] = {}
+    unavailable = []
+    for route in settings.routes:
+        keys = [target.key for target in route.target_list()]
+        for key in keys:
+            targets.setdefault(key, failing.get(key, {"state": CLOSED}))
+        if all(targets[key]["state"] == OPEN for key in keys):
+            unavailable.append(route.match)
+    degraded = any(row["state"] != CLOSED for row in targets.values())
+    status = "unavailable" if unavailable else "degraded" if degraded else "ok"
+    body = {"status": status, "targets": targets, "unavailable_routes": unavailable}
+    return web.Response(
+        status=503 if unavailable else 200,
+        body=orjson.dumps(body),
+        content_type="application/json",
+    )
 
 
 async def healthz(request: web.Request) -> web.Response:

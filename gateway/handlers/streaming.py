@@ -11,6 +11,7 @@ the aggregator found, or a stop the upstream gave as an error (vLLM `abort`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import traceback
@@ -32,7 +33,6 @@ from gateway.events import Event, Stop, StreamEnd, StreamError
 from gateway.formats.registry import UNREADABLE
 from gateway.formats.sse import SSEDecoder, SSEFrame
 from gateway.handlers.attempt import BROKEN, Attempt, stopped, unreadable
-from gateway.handlers.responses import error_response
 from providers.base import UpstreamReply
 
 log = logging.getLogger("gateway.exchange")
@@ -40,6 +40,7 @@ log = logging.getLogger("gateway.exchange")
 STREAM_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 EARLY_ERROR_STATUS = {"overloaded_error": 529, "rate_limit_error": 429, "timeout_error": 504}
 GATEWAY_FAILURE = "The gateway failed while relaying this stream"
+STOPPED_MID_STREAM = "The gateway stopped this exchange before the answer was complete"
 # Events that may end the relay (a Stop only when the upstream stopped with an error).
 TERMINAL = frozenset({StreamEnd, StreamError, Stop})
 
@@ -125,6 +126,27 @@ class StreamRun:
         except Exception as again:  # the writer itself is what failed: the stream just ends
             log.error("stream error event not written (%s)", type(again).__name__)
 
+    async def cancelled(self) -> None:
+        """The exchange was cancelled (the shutdown grace ran out, or the client left): a stream
+        already started still ends with the format's error event, when the client is there."""
+        error = StreamError("aborted", STOPPED_MID_STREAM, "api_error")
+        agg = self.attempt.aggregator
+        if agg.error is None:
+            agg.handle(error)
+        if self.response is None or self.over:
+            return
+        self.over = True
+        transport = self.request.transport
+        if transport is None or transport.is_closing():
+            return
+        try:
+            async with asyncio.timeout(1.0):
+                frame = self.writer.fail(error, self.attempt.verdict(), agg.final())
+                await self.response.write(frame)
+                await self.response.write_eof()
+        except Exception as exc:  # best effort: the exchange is being torn down
+            log.info("stream error event not written (%s)", type(exc).__name__)
+
     async def write(self, data: bytes) -> None:
         if not data:
             return
@@ -147,12 +169,16 @@ async def stream_reply(
     try:
         await _relay(run, reply)
     except UpstreamTimeout as exc:
+        record.timeout = exc.which
         await run.upstream_failed(StreamError("timeout", exc.message, "timeout_error"), exc)
     except UpstreamError as exc:
         await run.upstream_failed(StreamError("truncated", exc.message), exc)
     except ConnectionError:
         attempt.broke(StreamError("aborted", "the client disconnected"))
         log.info("client disconnected", extra={"request_id": attempt.terms.request_id})
+    except asyncio.CancelledError:
+        await run.cancelled()
+        raise
     except Exception as exc:
         if run.response is None:
             raise  # nothing sent yet: the app answers in the client's format
@@ -160,7 +186,7 @@ async def stream_reply(
     finally:
         attempt.aggregator.final()  # joins the record and reports argument parse failures
     if run.response is None:
-        return error_response(client, early_failure(run.early), attempt.terms.request_id)
+        raise early_failure(run.early)  # nothing reached the client: another attempt may follow
     try:
         await run.response.write_eof()
     except ConnectionError:

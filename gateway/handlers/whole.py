@@ -19,7 +19,6 @@ from gateway.errors import UpstreamError, UpstreamProtocolError
 from gateway.events import StreamError
 from gateway.formats.registry import UNREADABLE
 from gateway.handlers.attempt import BROKEN, Attempt
-from providers.base import UpstreamReply
 
 
 def _decode(attempt: Attempt, raw: bytes) -> tuple[dict[str, Any], StreamError | None]:
@@ -40,8 +39,8 @@ def _decode(attempt: Attempt, raw: bytes) -> tuple[dict[str, Any], StreamError |
     return upstream, None
 
 
-async def whole_reply(client: ClientFormat, attempt: Attempt, reply: UpstreamReply) -> web.Response:
-    upstream, problem = _decode(attempt, await reply.read())
+def whole_reply(client: ClientFormat, attempt: Attempt, raw: bytes) -> web.Response:
+    upstream, problem = _decode(attempt, raw)
     if problem is not None:
         raise UpstreamProtocolError(problem.message)
     terms = attempt.terms

@@ -1,0 +1,28 @@
+"""The resilience state one gateway process keeps: target balance, circuits, retry policies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gateway.resilience.balance import Balancer
+from gateway.resilience.circuit import Circuits
+from gateway.resilience.retry import RetryPolicy
+from gateway.settings import ResolvedRoute, Settings
+
+
+class Resilience:
+    def __init__(
+        self, settings: Settings, on_circuit: Callable[[str, str], None] | None = None
+    ) -> None:
+        self.settings = settings
+        self.balancer = Balancer()
+        circuit = settings.circuit
+        self.circuits = Circuits(circuit.failures, circuit.cooldown, on_state=on_circuit)
+        self._policies: dict[int, RetryPolicy] = {}  # by route index: its table never changes
+
+    def policy(self, route: ResolvedRoute) -> RetryPolicy:
+        policy = self._policies.get(route.route_index)
+        if policy is None:
+            policy = RetryPolicy(self.settings.retry_for(route))
+            self._policies[route.route_index] = policy
+        return policy

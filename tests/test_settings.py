@@ -7,15 +7,19 @@ import pydantic
 import pytest
 
 from gateway.settings import (
+    AdminSettings,
     AgentGuardSettings,
     AuditSettings,
     ConfigError,
+    KeySettings,
+    LimitsSettings,
     ProviderSettings,
     ResolvedRoute,
     ResponsesSettings,
     RouteSettings,
     ServerSettings,
     Settings,
+    StateSettings,
     TruncationSettings,
     default_settings,
     load_settings,
@@ -91,6 +95,10 @@ def test_example_file_loads_with_documented_values() -> None:
         AuditSettings,
         AgentGuardSettings,
         ResponsesSettings,
+        KeySettings,
+        AdminSettings,
+        LimitsSettings,
+        StateSettings,
         Settings,
     ],
 )

@@ -343,3 +343,19 @@ def test_no_key_is_ever_logged_or_echoed(stack, upstream, unique_model, keyed, c
         for key in ALL_KEYS:
             assert key not in text, record.name
             assert key_table("", key)["sha256"] not in text, record.name
+
+
+def test_stored_responses_belong_to_the_key_that_made_them_whatever_its_header(
+    upstream, unique_model, keyed
+):
+    """Azure-style clients send their key as `api-key`: their stored answers are theirs, not
+    shared with every other `api-key` client."""
+    _, url = keyed
+    model = scripted(upstream, unique_model, "oa")
+    created = post(url, "responses", model, {"api-key": TEAM})
+    assert created.status == 200, created.body
+    path = f"/v1/responses/{created.json['id']}"
+
+    assert request(url, "GET", path, {"api-key": TEAM}).status == 200
+    assert request(url, "GET", path, {"api-key": NARROW}).status == 404
+    assert request(url, "GET", path, {"authorization": f"Bearer {LIMITED}"}).status == 404

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import traceback
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from gateway.access import AccessControl, admin_only, build_access
+from gateway.access.limits import RENEW_EVERY
 from gateway.audit.store import open_store
 from gateway.audit.writer import AuditWriter
 from gateway.client_formats import CLIENT_FORMATS, RESPONSES, ClientFormat, detect
+from gateway.edge import HTTP_LIMITS, HttpLimits
 from gateway.errors import GatewayError, NotFound, UpgradeRequired
 from gateway.handlers import meta
 from gateway.handlers.exchange import Gateway, serve
@@ -24,6 +29,7 @@ from gateway.observer import ExchangeObserver
 from gateway.resilience.plan import Resilience
 from gateway.responses_store import open_response_store
 from gateway.settings import Settings
+from gateway.state import SharedState, open_state
 from providers.registry import build_provider
 
 GATEWAY = web.AppKey("gateway", Gateway)
@@ -49,6 +55,10 @@ async def unexpected_errors(request: web.Request, handler: Handler) -> web.Strea
         return format_error(request, GatewayError("The gateway failed to handle this request"))
 
 
+def _unchanged(handler: Handler) -> Handler:
+    return handler
+
+
 def endpoint(client: ClientFormat, gateway: Gateway) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
         return await serve(client, gateway, request)
@@ -72,18 +82,49 @@ def websocket_refusal(client: ClientFormat, otherwise: Handler) -> Handler:
     return handle
 
 
+def keep_state(
+    state: SharedState, access: AccessControl
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """The shared state's lifetime, and the renewal of the per-key slots this process holds."""
+
+    async def renew_slots() -> None:
+        while True:
+            await asyncio.sleep(RENEW_EVERY)
+            await access.limiter.renew()
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        await state.open()
+        renewal = asyncio.create_task(renew_slots())
+        yield
+        renewal.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewal
+        await state.close()
+
+    return ctx
+
+
 def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Application:
-    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[unexpected_errors])
+    limits = settings.limits
+    app = web.Application(client_max_size=limits.max_body_bytes, middlewares=[unexpected_errors])
+    app[HTTP_LIMITS] = HttpLimits(limits.max_header_bytes, limits.max_headers)
     providers = {name: build_provider(name, cfg, env) for name, cfg in settings.providers.items()}
-    metrics = GatewayMetrics()
+    metrics = GatewayMetrics(limits.metric_models)
     observer = ExchangeObserver(metrics)
     responses = settings.responses
     response_store = open_response_store(
         responses.store, responses.ttl, responses.max_entries, responses.max_bytes
     )
     resilience = Resilience(settings, on_circuit=metrics.circuit)
-    gateway = Gateway(settings, providers, observer, response_store, resilience)
+    state = open_state(settings.state)
+    access = build_access(settings, state, metrics)
+    gateway = Gateway(
+        settings, providers, observer, response_store, resilience=resilience, access=access
+    )
     app[GATEWAY] = gateway
+    if access is not None:
+        observer.settle = access.finished
+        app.cleanup_ctx.append(keep_state(state, access))
 
     async def audit_writer(app: web.Application) -> AsyncIterator[None]:
         if settings.audit.log_content:
@@ -128,12 +169,15 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
     app.cleanup_ctx.append(keep_responses)
     app.on_shutdown.append(closing)
 
-    async def models(request: web.Request) -> web.Response:
+    async def models(request: web.Request) -> web.StreamResponse:
         return meta.models_response(request, settings, providers)
 
-    async def metrics_text(request: web.Request) -> web.Response:
+    async def metrics_text(request: web.Request) -> web.StreamResponse:
         body = metrics.render()
         return web.Response(body=body, headers={"content-type": CONTENT_TYPE_LATEST})
+
+    # Behind a gateway key (or the admin key) once keys are configured; unchanged without.
+    keyed: Callable[[Handler], Handler] = access.require_key if access else _unchanged
 
     async def not_found(request: web.Request) -> web.Response:
         return format_error(request, NotFound(f"No endpoint {request.method} {request.path}"))
@@ -145,16 +189,16 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
                 app.router.add_get(path, websocket_refusal(client, not_found))
     get_stored, delete_stored = stored_response_handlers(response_store)
     for path in RESPONSES.paths:
-        app.router.add_get(path + "/{id}", get_stored)
-        app.router.add_delete(path + "/{id}", delete_stored)
-    app.router.add_get("/v1/models", models)
+        app.router.add_get(path + "/{id}", keyed(get_stored))
+        app.router.add_delete(path + "/{id}", keyed(delete_stored))
+    app.router.add_get("/v1/models", keyed(models))
     app.router.add_get("/healthz", meta.healthz)
 
     async def health(request: web.Request) -> web.Response:
         return meta.health_response(settings, resilience.circuits)
 
-    app.router.add_get("/health", health)
-    app.router.add_get("/metrics", metrics_text)
+    app.router.add_get("/health", admin_only(settings, health))
+    app.router.add_get("/metrics", admin_only(settings, metrics_text))
     app.router.add_get("/", meta.root)  # also answers HEAD /
     app.router.add_route("*", "/{tail:.*}", not_found)
     return app

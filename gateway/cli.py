@@ -1,4 +1,5 @@
-"""The command line: `gateway serve [--config PATH] [--host H] [--port P]` and `gateway audit`."""
+"""The command line: `gateway serve [--config PATH] [--host H] [--port P]`, `gateway audit` and
+`gateway keys hash|new`."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import NoReturn
 from aiohttp import web
 
 from gateway import logs
+from gateway.access.command import add_keys_parser, main_keys
 from gateway.app import build_app
 from gateway.audit.command import add_audit_parser, main_audit
 from gateway.edge import make_runner
@@ -68,6 +70,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     serve.add_argument("--port", type=port_number, help="port to listen on, 0 for any free one")
     add_audit_parser(commands)
+    add_keys_parser(commands)
     return parser.parse_args(argv)
 
 
@@ -152,12 +155,12 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         print(str(ConfigError(source.label(), exc.problems)), file=sys.stderr)
         return 2
     audit_store = settings.audit.store
+    address = listen_address(args, settings, source)
     try:
-        report = startup_report(settings, source, env, audit_store)
+        report = startup_report(settings, source, env, audit_store, host=address.host)
     except ValueError as exc:
         print(str(ConfigError(source.label(), [("audit.store", str(exc))])), file=sys.stderr)
         return 2
-    address = listen_address(args, settings, source)
     try:
         listeners = open_listeners(address.host, address.port)
     except OSError as exc:
@@ -180,4 +183,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure()
     if args.command == "audit":
         return main_audit(args)
+    if args.command == "keys":
+        return main_keys(args)
     return serve(args, os.environ)

@@ -18,8 +18,9 @@ Two things aiohttp does on its own, below the application and its middlewares:
   (`RequestTooLarge`, 413): the limit bounds the decoded body, and the body's declared length
   before any of it is read.
 
-`gateway serve` and the test stack both serve the app with `make_runner(app, **runner_kwargs)`;
-the format of a refused request is found as for any request outside an endpoint
+`gateway serve` and the test stack both serve the app with `make_runner(app, **runner_kwargs)`,
+which takes the parser's header limits from the app (`HTTP_LIMITS`, from `[limits]`); the format
+of a refused request is found as for any request outside an endpoint
 (`gateway.client_formats.detect`).
 
 aiohttp has no public hook for its parser's refusals (aio-libs/aiohttp#3287 is open): this
@@ -66,6 +67,17 @@ HEAD_CAPTURE = 32 * 1024
 METHODS = frozenset(b"GET HEAD POST PUT DELETE PATCH OPTIONS TRACE CONNECT".split())
 VERSIONS = frozenset((b"HTTP/1.0", b"HTTP/1.1"))
 _MESSAGES = (http_parser.RawRequestMessage, http_parser.RawRequestMessagePy)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """The HTTP parser's limits (`[limits] max_header_bytes`, `max_headers`)."""
+
+    max_field_size: int = 8190  # one header field; also the request line (max_line_size)
+    max_headers: int = 128
+
+
+HTTP_LIMITS = web.AppKey("http_limits", HttpLimits)
 
 
 # --- request bodies -----------------------------------------------------------------------------
@@ -263,4 +275,9 @@ def make_runner(app: web.Application, **kwargs: Any) -> web.AppRunner:
     upstream request is closed too, even while the upstream is silent (aiohttp's default would
     notice only at the next write)."""
     kwargs.setdefault("handler_cancellation", True)
+    limits = app.get(HTTP_LIMITS)
+    if limits is not None:
+        kwargs.setdefault("max_field_size", limits.max_field_size)
+        kwargs.setdefault("max_line_size", limits.max_field_size)
+        kwargs.setdefault("max_headers", limits.max_headers)
     return EdgeRunner(app, **kwargs)

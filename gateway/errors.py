@@ -13,6 +13,10 @@ GatewayError                      status, code; rendered per client format at th
 │   ├── UpgradeRequired           426: a WebSocket upgrade, not offered
 │   └── NotFound                  404: no such endpoint
 │       └── ModelNotFound         404: no route matches the model
+├── AccessError                   the gateway's own keys and limits refused the request
+│   ├── Unauthorized              401: no gateway key, or not a configured one
+│   ├── Forbidden                 403: the key may not use this route
+│   └── RateLimited               429: a request rate, token budget or concurrency limit
 └── UpstreamError                 the upstream failed
     ├── UpstreamStatusError       the upstream answered 4xx/5xx (status kept)
     ├── UpstreamUnreachable       502: connection refused, DNS, reset before a response
@@ -93,6 +97,37 @@ class UpgradeRequired(RequestError):
 
     status = 426
     code = "upgrade_required"
+
+
+class AccessError(GatewayError):
+    """The gateway's own access control refused the request (gateway.access); nothing went
+    upstream. Messages never quote the presented key."""
+
+    status = 403
+    code = "access_denied"
+
+
+class Unauthorized(AccessError):
+    status = 401
+    code = "invalid_api_key"
+
+
+class Forbidden(AccessError):
+    status = 403
+    code = "permission_denied"
+
+
+class RateLimited(AccessError):
+    """429 with `retry-after`; `limit` says which limit: "requests" (a request rate or a
+    concurrency limit) or "tokens" (a token budget), as OpenAI names its rate-limit types."""
+
+    status = 429
+    code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, limit: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.retry_after = str(max(1, retry_after))
 
 
 class UpstreamError(GatewayError):

@@ -2,8 +2,10 @@
 
 Every counter moves once per exchange, from its finished audit record, so `/metrics` and the
 audit trail always agree. Models that no route matched count under "-", so a client inventing
-names cannot grow the label set; a missing provider or stop reason is named as the audit report
-names it (`NO_PROVIDER`, `NO_STOP_REASON`).
+names cannot grow the label set; nor can it on a wildcard route, where the client picks the name:
+past `metric_models` distinct names ([limits]), further new ones count under "other". A missing
+provider or stop reason is named as the audit report names it (`NO_PROVIDER`, `NO_STOP_REASON`).
+The gateway-key counters are moved by gateway.access, labelled by the keys' configured names.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from gateway.resilience.outcome import ANSWERS, CIRCUIT_OPEN
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 CLIENT_CAUSED = frozenset({"stream_aborted"})
+OTHER_MODELS = "other"  # the label of models past the `metric_models` distinct ones
 
 
 def is_upstream_error(error_class: str | None) -> bool:
@@ -27,8 +30,10 @@ def is_upstream_error(error_class: str | None) -> bool:
 
 
 class GatewayMetrics:
-    def __init__(self) -> None:
+    def __init__(self, metric_models: int = 100) -> None:
         self.registry = r = CollectorRegistry()
+        self._metric_models = metric_models
+        self._models: set[str] = set()
         self.requests = Counter(
             "gateway_requests",
             "Exchanges by provider, model, client format and stop reason",
@@ -123,10 +128,41 @@ class GatewayMetrics:
             "Records the store refused even once repaired, set aside",
             registry=r,
         )
+        self.key_requests = Counter(
+            "gateway_key_requests",
+            "Exchanges by gateway key and what the access checks decided",
+            ["key", "outcome"],
+            registry=r,
+        )
+        self.key_tokens = Counter(
+            "gateway_key_tokens",
+            "Tokens used per gateway key (input and output, from the audit record's usage)",
+            ["key", "direction"],
+            registry=r,
+        )
+        self.state_errors = Counter(
+            "gateway_shared_state_errors",
+            "Shared-state (Redis) operations that failed; the limits failed open",
+            ["operation"],
+            registry=r,
+        )
+
+    def model_label(self, record: AuditRecord) -> str:
+        """The client's model name, "-" when no route took it, "other" past the bound."""
+        if record.route is None:
+            return "-"
+        model = record.model
+        models = self._models
+        if model in models:
+            return model
+        if len(models) >= self._metric_models:
+            return OTHER_MODELS
+        models.add(model)
+        return model
 
     def observe(self, record: AuditRecord) -> None:
         provider = record.provider or NO_PROVIDER
-        model = record.model if record.route is not None else "-"
+        model = self.model_label(record)
         stop = record.stop_reason or NO_STOP_REASON
         self.requests.labels(provider, model, record.client_format, stop).inc()
         if record.truncated:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway import logs
@@ -27,6 +28,9 @@ class ExchangeObserver:
     def __init__(self, metrics: GatewayMetrics) -> None:
         self.metrics = metrics
         self.writer: AuditWriter | None = None  # set once the store is open
+        # Called first with each finished record (gateway.access: releases what the exchange
+        # held, counts its tokens); None when no access checks are configured.
+        self.settle: Callable[[AuditRecord], Awaitable[None]] | None = None
         self.in_flight = 0  # exchanges started whose record is not yet handed to the writer
         self._idle = asyncio.Event()
         self._idle.set()
@@ -49,12 +53,22 @@ class ExchangeObserver:
 
     async def finished(self, record: AuditRecord) -> None:
         try:
+            if self.settle is not None:
+                await self._settle(record, self.settle)
             await self._finish(record)
         finally:
             self.in_flight -= 1
             self.metrics.in_flight.set(self.in_flight)
             if self.in_flight == 0:
                 self._idle.set()
+
+    async def _settle(
+        self, record: AuditRecord, settle: Callable[[AuditRecord], Awaitable[None]]
+    ) -> None:
+        try:
+            await settle(record)
+        except Exception as exc:  # a bug there must not cost the exchange its record
+            log.error("settling the exchange's limits failed (%s)", type(exc).__name__)
 
     async def _finish(self, record: AuditRecord) -> None:
         self.metrics.observe(record)

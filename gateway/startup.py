@@ -6,12 +6,15 @@
         print(line.render(), file=sys.stderr)
 
 The report names the configuration file, each provider and where its key comes from (never the
-key), the number of routes and the audit store; it warns about an unset key variable, a route an
-earlier one shadows, and model names a mock answers. It is a pure function of its arguments.
+key), the number of routes, the audit store, and the gateway keys (their names) or, without
+any, that only loopback clients should reach it; it warns about an unset key variable, a route
+an earlier one shadows, model names a mock answers, and a gateway without keys listening beyond
+loopback. It is a pure function of its arguments.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -22,10 +25,13 @@ from typing import Final, Literal
 from gateway.audit.store import open_store, redact_url, sqlite_path
 from gateway.responses_store import open_response_store
 from gateway.settings import ProviderSettings, RouteSettings, Settings, default_settings
+from gateway.state import open_state
 from providers.http import host_port
 
 ConfigOrigin = Literal["--config", "$GATEWAY_CONFIG", "built-in default"]
 FORWARDED: Final = "the client's own credentials are forwarded"
+# With gateway keys on, a client's credential is its gateway key: it never goes upstream.
+NOT_FORWARDED: Final = "requests go upstream without a key (gateway keys are never forwarded)"
 _GLOB_CHARS: Final = frozenset("*?[")
 
 
@@ -71,21 +77,63 @@ def store_location(url: str) -> str:
 
 
 def startup_report(
-    settings: Settings, source: ConfigSource, env: Mapping[str, str], audit_store: str
+    settings: Settings,
+    source: ConfigSource,
+    env: Mapping[str, str],
+    audit_store: str,
+    host: str | None = None,
 ) -> list[Line]:
     """The startup lines, information first, then warnings. `audit_store` is the URL of the store
-    the gateway will open; ValueError (from `store_location`) when it cannot be opened."""
+    the gateway will open; ValueError (from `store_location`) when it cannot be opened. `host`:
+    where it listens (default: `[server] host`)."""
+    host = settings.server.host if host is None else host
+    forwarding = FORWARDED if not settings.keys else NOT_FORWARDED
     info = [Line("info", f"configuration: {_describe_source(source)}")]
     info += [
-        Line("info", f"provider {name}: {_describe_provider(provider, env)}")
+        Line("info", f"provider {name}: {_describe_provider(provider, env, forwarding)}")
         for name, provider in settings.providers.items()
     ]
     info.append(Line("info", f"routes: {len(settings.routes)}"))
     info.append(Line("info", f"audit store: {store_location(audit_store)}"))
     info.append(Line("info", f"responses store: {_describe_responses(settings)}"))
-    warnings = [*_key_warnings(settings, env), *_shadowed_routes(settings.routes)]
+    info += [Line("info", text) for text in _access(settings, host)]
+    warnings = [*_key_warnings(settings, env, forwarding), *_shadowed_routes(settings.routes)]
     warnings += _mock_answers(settings, source)
+    if not settings.keys and not is_loopback(host):
+        warnings.append(
+            f"no gateway keys and host {host} is not loopback: anyone who can reach it may use "
+            "every route (and the providers' keys); configure [[keys]] (see README, Access and "
+            "limits)"
+        )
     return info + [Line("warning", text) for text in warnings]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names only this machine (an IP on loopback, or `localhost`)."""
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # another name: it may resolve anywhere
+
+
+def _access(settings: Settings, host: str) -> Iterator[str]:
+    """Gateway keys (their names), who reads /metrics, the limits' shared state."""
+    if not settings.keys:
+        if is_loopback(host):
+            yield (
+                f"no gateway keys: only loopback clients can reach it (host {host}), and every "
+                "one of them may use every route"
+            )
+    else:
+        names = ", ".join(key.name for key in settings.keys)
+        yield f"gateway keys: {len(settings.keys)} ({names})"
+    if settings.keys or settings.admin.configured:
+        admin = "the admin key" if settings.admin.configured else "401 (no [admin] key configured)"
+        yield f"/metrics: {admin}"
+    if settings.keys:
+        yield f"limits state: {open_state(settings.state).describe()}"
 
 
 def _describe_responses(settings: Settings) -> str:
@@ -103,27 +151,31 @@ def _describe_source(source: ConfigSource) -> str:
     return f"{source.path} ({source.origin})"
 
 
-def _describe_provider(provider: ProviderSettings, env: Mapping[str, str]) -> str:
+def _describe_provider(
+    provider: ProviderSettings, env: Mapping[str, str], forwarding: str = FORWARDED
+) -> str:
     if provider.kind == "mock":
         return "kind mock, no key (mock)"
     if provider.api_key is not None:
         key = "key in the config file"
     elif provider.api_key_env is not None:
-        state = "set" if env.get(provider.api_key_env) else f"unset: {FORWARDED}"
+        state = "set" if env.get(provider.api_key_env) else f"unset: {forwarding}"
         key = f"key from ${provider.api_key_env} ({state})"
     else:
-        key = f"no key ({FORWARDED})"
+        key = f"no key ({forwarding})"
     host = host_port(provider.base_url or "", default_port=False)
     return f"kind {provider.kind}, host {host}, {key}"
 
 
-def _key_warnings(settings: Settings, env: Mapping[str, str]) -> Iterator[str]:
+def _key_warnings(
+    settings: Settings, env: Mapping[str, str], forwarding: str = FORWARDED
+) -> Iterator[str]:
     for name, provider in settings.providers.items():
         var = provider.api_key_env
         if provider.kind == "mock" or var is None or env.get(var):
             continue
         state = "is empty" if var in env else "is not set"
-        yield f"provider {name!r}: ${var} {state}, so {FORWARDED}"
+        yield f"provider {name!r}: ${var} {state}, so {forwarding}"
 
 
 def _shadowed_routes(routes: tuple[RouteSettings, ...]) -> Iterator[str]:

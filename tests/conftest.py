@@ -131,6 +131,7 @@ class Stack:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.upstream = FakeUpstream()
         self.urls: dict[str, str] = {}
+        self.apps: dict[str, web.Application] = {}
         self._runners: list[web.AppRunner] = []
 
     def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
@@ -159,6 +160,19 @@ class Stack:
     def start(self) -> None:
         self.thread.start()
         self.run(self._start())
+
+    def add_gateway(
+        self, name: str, changes: dict[str, Any], env: dict[str, str] | None = None
+    ) -> str:
+        """Another gateway on this loop, in front of the same upstream: the stack's settings
+        with `changes` (top-level tables replaced), audited to `audit_db(name)`. Its URL."""
+        dead = f"http://127.0.0.1:{free_port()}/v1"
+        store = f"sqlite:///{self.audit_db(name)}"
+        config = {**stack_settings(self.upstream_url, "withhold", dead, store), **changes}
+        app = build_app(parse_settings(config, env=env or {}), env={})
+        self.apps[name] = app
+        self.urls[name] = self.run(self._serve(app))
+        return self.urls[name]
 
     def audit_db(self, name: str = "withhold") -> Path:
         return self.audit_dir / f"audit-{name}.db"

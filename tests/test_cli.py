@@ -405,7 +405,8 @@ def test_startup_lines_come_before_listening_and_never_show_a_key(start, tmp_pat
     assert startup[5] == (
         "responses store: memory, ttl 1h, at most 10000 responses / 256 MiB (lost at exit)"
     )
-    assert startup[6:] == [
+    assert startup[6].startswith("no gateway keys: only loopback clients can reach it")
+    assert startup[7:] == [
         "warning: routes[1] 'claude-*' is answered by the mock: set $ANTHROPIC_API_KEY to route "
         "it to anthropic"
     ]

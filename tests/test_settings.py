@@ -7,9 +7,12 @@ import pydantic
 import pytest
 
 from gateway.settings import (
+    AdminSettings,
     AgentGuardSettings,
     AuditSettings,
     ConfigError,
+    KeySettings,
+    LimitsSettings,
     ProviderSettings,
     ResolvedRoute,
     ResolvedTarget,
@@ -17,6 +20,7 @@ from gateway.settings import (
     RouteSettings,
     ServerSettings,
     Settings,
+    StateSettings,
     TruncationSettings,
     default_settings,
     load_settings,
@@ -112,6 +116,10 @@ def test_example_file_loads_with_documented_values() -> None:
         AuditSettings,
         AgentGuardSettings,
         ResponsesSettings,
+        KeySettings,
+        AdminSettings,
+        LimitsSettings,
+        StateSettings,
         Settings,
     ],
 )

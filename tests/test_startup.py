@@ -17,6 +17,10 @@ SECRETS = (OPENAI_SECRET, ANTHROPIC_SECRET, LITERAL_SECRET, "pg-SECRET")
 BUILT_IN = ConfigSource(None, "built-in default")
 DEFAULT_STORE = "sqlite:///gateway-audit.db"
 MEMORY_STORE = "memory, ttl 1h, at most 10000 responses / 256 MiB (lost at exit)"
+NO_KEYS_LOOPBACK = (
+    "no gateway keys: only loopback clients can reach it (host 127.0.0.1), and every one of them "
+    "may use every route"
+)
 
 
 def texts(lines: list[Line], level: str) -> list[str]:
@@ -53,6 +57,7 @@ def test_built_in_default_without_keys(tmp_path, monkeypatch):
         "routes: 7",
         f"audit store: {tmp_path / 'gateway-audit.db'}",
         f"responses store: {MEMORY_STORE}",
+        NO_KEYS_LOOPBACK,
     ]
     assert texts(lines, "warning") == [
         "routes[1] 'claude-*' is answered by the mock: set $ANTHROPIC_API_KEY to route it to "
@@ -78,6 +83,7 @@ def test_built_in_default_with_keys_names_the_variables_never_the_values():
         "routes: 7",
         "audit store: /var/gw/audit.db",
         f"responses store: {MEMORY_STORE}",
+        NO_KEYS_LOOPBACK,
     ]
     assert texts(lines, "warning") == []
     assert_no_secret(lines)

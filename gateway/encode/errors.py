@@ -41,6 +41,9 @@ class ErrorFormat:
     # Upstream error types -> the code this format's clients act on (Codex retries on
     # `rate_limit_exceeded` with its delay).
     codes: Mapping[str, str] = field(default_factory=dict)
+    # The type this format gives one of the gateway's own errors where its status's type is not
+    # what the real API sends (OpenAI: a bad key is an `invalid_request_error`); None: by status.
+    own_type: Callable[[GatewayError], str | None] = lambda err: None
 
     def error_type(self, status: int) -> str:
         if status in self.types:
@@ -56,7 +59,7 @@ class ErrorFormat:
             code = err.error_code or err.error_type
             code = self.codes.get(code or "", code)
         param = err.param if isinstance(err, InvalidRequest) else None
-        kind = self.error_type(self.status(err))
+        kind = self.own_type(err) or self.error_type(self.status(err))
         return ErrorDetails(err.message, kind, code, param, request_id)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from gateway.encode.errors import ErrorDetails, ErrorFormat, stream_error_code
+from gateway.errors import GatewayError, RateLimited, Unauthorized
 from gateway.events import StreamError
 from gateway.formats.sse import encode
 
@@ -26,6 +27,16 @@ TYPES = {
     503: "service_unavailable_error",
     504: "timeout_error",
 }
+
+
+def own_type(err: GatewayError) -> str | None:
+    """As OpenAI answers: a bad key is `invalid_request_error` / `invalid_api_key`; a rate limit's
+    type names the limit (`requests` or `tokens`), its code is `rate_limit_exceeded`."""
+    if isinstance(err, RateLimited):
+        return err.limit
+    if isinstance(err, Unauthorized):
+        return "invalid_request_error"
+    return None
 
 
 def body(error: ErrorDetails) -> dict[str, Any]:
@@ -48,6 +59,7 @@ ERRORS = ErrorFormat(
     body=body,
     stream_frame=stream_frame,
     statuses={529: 503},  # the openai SDK has no class for Anthropic's "overloaded"
+    own_type=own_type,
 )
 
 # The Responses API's own error codes for what an upstream of another wire reports.

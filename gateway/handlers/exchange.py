@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from gateway.access import AccessControl, forwarded_headers
 from gateway.agent_guard import identical_tool_call_streak
 from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat
@@ -73,6 +74,7 @@ class Gateway:
     responses: ResponseStore = field(default_factory=OffStore)  # for previous_response_id
     resilience: Resilience | None = None  # None: built from `settings`
     closing: bool = False  # the server is shutting down: what it cancels now, it ended
+    access: AccessControl | None = None  # gateway keys and limits; None: neither configured
 
     def __post_init__(self) -> None:
         if self.resilience is None:
@@ -156,6 +158,8 @@ async def _exchange(
     exchange: Exchange, gateway: Gateway, request: web.Request
 ) -> web.StreamResponse:
     client, record, settings = exchange.client, exchange.record, gateway.settings
+    if gateway.access is not None:  # gateway keys and limits (gateway.access): 401, 429
+        await gateway.access.admit(request, record)
     raw = await read_body(request)
     obj = parse_json(raw)
     body = validate(client.body_model, obj, client.endpoint)
@@ -170,6 +174,8 @@ async def _exchange(
     record.route = route.route.match
     record.provider = route.provider_name
     record.upstream_model = route.upstream_model
+    if gateway.access is not None:
+        gateway.access.allow_route(record, route)  # 403
     if client.keeps_responses:
         exchange.chain, obj, raw = await open_chain(gateway.responses, obj, raw, request.headers)
         record.previous_response_id = exchange.chain.parent_id
@@ -303,7 +309,7 @@ async def _attempt(
     )
     record.response_id = terms.response_id
     attempt = exchange.attempt = Attempt(provider, wire, terms)
-    headers = {k: request.headers[k] for k in FORWARDED_HEADERS if k in request.headers}
+    headers = forwarded_headers(gateway.access, FORWARDED_HEADERS, request.headers)
     payload = translation.payload
     upstream = ProviderRequest(payload, record.stream, target.upstream_model, headers=headers)
     reply = await provider.send(upstream)

@@ -72,9 +72,11 @@ async def chain_items(store: ResponseStore, response_id: str, owner: str) -> lis
 
 
 def owner_of(secret: bytes, headers: Mapping[str, str]) -> str:
-    """A keyed hash of the caller's credential (Authorization or x-api-key; none is a caller
-    too): the store never holds the credential itself."""
-    credential = headers.get("authorization") or headers.get("x-api-key") or ""
+    """A keyed hash of the caller's credential (Authorization, x-api-key or api-key, where a
+    gateway key may come; none is a caller too): the store never holds the credential itself."""
+    credential = (
+        headers.get("authorization") or headers.get("x-api-key") or headers.get("api-key") or ""
+    )
     return hmac.new(secret, credential.encode(), hashlib.sha256).hexdigest()
 
 

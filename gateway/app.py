@@ -27,6 +27,7 @@ from gateway.handlers.stored import stored_response_handlers
 from gateway.metrics import GatewayMetrics
 from gateway.observer import ExchangeObserver
 from gateway.resilience.plan import Resilience
+from gateway.resilience.shared_circuits import CircuitSync
 from gateway.responses_store import open_response_store
 from gateway.settings import Settings
 from gateway.state import SharedState, open_state
@@ -104,6 +105,27 @@ def keep_state(
     return ctx
 
 
+def share_circuits(
+    sync: CircuitSync, state: SharedState, *, opened: bool
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """Circuits shared through the state; `opened`: the access checks' context opens it."""
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        if not opened:
+            await state.open()
+        sync.circuits.on_local = sync.changed
+        pulling = asyncio.create_task(sync.run())
+        yield
+        pulling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pulling
+        await sync.drain()
+        if not opened:
+            await state.close()
+
+    return ctx
+
+
 def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Application:
     limits = settings.limits
     app = web.Application(client_max_size=limits.max_body_bytes, middlewares=[unexpected_errors])
@@ -125,6 +147,13 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
     if access is not None:
         observer.settle = access.finished
         app.cleanup_ctx.append(keep_state(state, access))
+    if state.kind != "memory" and settings.circuit.failures:
+        targets = [t.key for route in settings.routes for t in route.target_list()]
+        errors = metrics.state_errors
+        sync = CircuitSync(
+            resilience.circuits, state, targets, on_error=lambda op: errors.labels(op).inc()
+        )
+        app.cleanup_ctx.append(share_circuits(sync, state, opened=access is not None))
 
     async def audit_writer(app: web.Application) -> AsyncIterator[None]:
         if settings.audit.log_content:

@@ -142,7 +142,7 @@ class GatewayMetrics:
         )
         self.state_errors = Counter(
             "gateway_shared_state_errors",
-            "Shared-state (Redis) operations that failed; the limits failed open",
+            "Shared-state (Redis) operations that failed (limits fail open, circuits count alone)",
             ["operation"],
             registry=r,
         )

@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from typing import Any
 
 import anthropic
@@ -23,6 +24,7 @@ import pytest
 
 from gateway.app import build_app
 from gateway.settings import parse_settings
+from tests.access_util import redis_url
 from tests.conftest import Stack, free_port
 from tests.scenarios import Answer, script_for
 from tests.upstream import Script
@@ -264,12 +266,12 @@ def test_retry_after_is_waited_before_the_same_target_is_tried_again(rstack, up,
 
 def test_a_retry_after_beyond_the_cap_goes_to_the_client_at_once(rstack, up, unique_model):
     model = unique_model("retry")
-    up.script(model, failing(429, **{"retry-after": "120"}), answer("openai", model, False))
+    up.script(model, failing(429, **{"retry-after": "10"}), answer("openai", model, False))
 
     with pytest.raises(openai.RateLimitError) as info:
         chat(oa(rstack), model, False)
 
-    assert info.value.response.headers["retry-after"] == "120"
+    assert info.value.response.headers["retry-after"] == "10"
     assert len(up.received[model]) == 1
 
 
@@ -526,3 +528,36 @@ def test_metrics_count_attempts_retries_and_fallbacks(rstack, up, unique_model):
         ('gateway_retried_exchanges_total{answered="true",provider="primary"}', 1),
     ):
         assert value(after, sample) - value(before, sample) == delta, sample
+
+
+def test_replicas_sharing_redis_share_an_open_circuit(rstack, up, unique_model):
+    """Replica A's circuit opens after its failures; replica B, which saw none, learns it
+    through Redis and skips the target too, without sending it anything."""
+    url = redis_url()
+    prefix = f"gw-test-{uuid.uuid4().hex[:10]}:"
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    urls = []
+    for name in ("replica-a", "replica-b"):
+        store = f"sqlite:///{rstack.audit_dir / f'audit-{name}.db'}"
+        config = settings(rstack.upstream_url, dead, store, {"failures": 2, "cooldown": 4})
+        config["state"] = {"redis": url, "prefix": prefix}
+        urls.append(rstack.run(rstack._serve(build_app(parse_settings(config), env={}))))
+    model = unique_model("cb")
+    up.script(model, failing(500))
+    client_a, client_b = (
+        openai.OpenAI(base_url=u + "/v1", api_key="sk-client", max_retries=0) for u in urls
+    )
+
+    with pytest.raises(openai.InternalServerError):
+        chat(client_a, model, False)  # two failed attempts: A's circuit opens
+    sent = len(up.received[model])
+    assert sent == 2
+
+    deadline = time.monotonic() + 5  # B reads the shared circuits once a second
+    while get_json(urls[1] + "/health")["targets"]["second/*"]["state"] != "open":
+        assert time.monotonic() < deadline, "replica B never learned of the open circuit"
+        time.sleep(0.1)
+    with pytest.raises(openai.APIStatusError) as info:
+        chat(client_b, model, False)
+    assert info.value.status_code == 503 and "circuit open" in info.value.message
+    assert len(up.received[model]) == sent  # B sent nothing: it never failed on its own

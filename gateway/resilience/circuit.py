@@ -1,4 +1,5 @@
 """Circuit breaking per target: skipped for a cool-down after repeated failures, then probed.
+Replicas sharing a Redis share their open circuits (gateway.resilience.shared_circuits).
 
     closed --(failures in a row)--> open --(cooldown passed)--> half-open --(probe ok)--> closed
                                       ^---------------------(probe failed)------'
@@ -44,6 +45,7 @@ class Circuits:
         self.cooldown = cooldown
         self._clock = clock
         self._on_state = on_state
+        self.on_local: Callable[[str, str], None] | None = None  # changes decided here (sync)
         self._circuits: dict[str, _Circuit] = {}  # targets that failed since their last success
 
     def state(self, target: str) -> str:
@@ -93,6 +95,21 @@ class Circuits:
             circuit.trips += 1
             self._tell(target, OPEN)
 
+    def opened_elsewhere(self, target: str, ago: float) -> None:
+        """A peer replica opened this target's circuit `ago` seconds back: open it here for the
+        rest of that cool-down, unless it is open (or probing) here already."""
+        if self.threshold == 0 or ago >= self.cooldown:
+            return
+        circuit = self._circuits.get(target)
+        if circuit is None:
+            circuit = self._circuits[target] = _Circuit()
+        if circuit.opened_at is not None:
+            return
+        circuit.opened_at = self._clock() - ago
+        circuit.failures = max(circuit.failures, self.threshold)
+        circuit.trips += 1
+        self._tell(target, OPEN, local=False)
+
     def released(self, target: str) -> None:
         """An attempt that neither succeeded nor failed (the client left): a probe may go again."""
         circuit = self._circuits.get(target)
@@ -115,6 +132,8 @@ class Circuits:
             out[target] = row
         return out
 
-    def _tell(self, target: str, state: str) -> None:
+    def _tell(self, target: str, state: str, *, local: bool = True) -> None:
         if self._on_state is not None:
             self._on_state(target, state)
+        if local and self.on_local is not None:
+            self.on_local(target, state)

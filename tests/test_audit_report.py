@@ -381,8 +381,8 @@ def test_no_stop_reason_is_none_not_unknown() -> None:
     assert list(parsed[0]["stop_reasons"])[-1] == "none"
     assert parsed[0]["group"] == "-" and parsed[0]["stop_reasons"]["none"] == 1
     header, row = render_csv(summarize([refused], "provider")).splitlines()
-    assert header.endswith(",input_tokens,output_tokens,stop_none,dropped_fields")
-    assert row.endswith(",0,0,1,0") and ",".join(["provider", "-"]) in row
+    assert header.endswith(",input_tokens,output_tokens,stop_none,dropped_fields,retried,fallbacks")
+    assert row.endswith(",0,0,1,0,0,0") and ",".join(["provider", "-"]) in row
     table = render_table(summarize([refused], "provider"), "provider")
     assert "none" in table and "unknown" not in table
 
@@ -468,6 +468,8 @@ def test_golden_summary_json() -> None:
         "input_tokens",
         "output_tokens",
         "dropped_fields",
+        "retried",
+        "fallbacks",
     ]
     assert list(parsed[0]["stop_reasons"]) == list(STOP_REASON_KEYS)
     assert parsed[1]["truncated_rate"] == 0.6667
@@ -482,7 +484,7 @@ def test_golden_summary_csv() -> None:
         f"stop_{name}" for name in STOP_REASON_KEYS
     ]
     # new columns are only appended
-    assert lines[0].endswith(",output_tokens,stop_none,dropped_fields")
+    assert lines[0].endswith(",output_tokens,stop_none,dropped_fields,retried,fallbacks")
     assert len(lines) == 5
 
 
@@ -610,13 +612,80 @@ def test_exchanges_that_dropped_fields_are_counted_and_shown_when_there_are_any(
     as_json = {item["group"]: item for item in orjson.loads(render_json(summaries))}
     assert (as_json["anthropic"]["dropped_fields"], as_json["openai"]["dropped_fields"]) == (2, 0)
     csv_rows = {line.split(",")[1]: line for line in render_csv(summaries).splitlines()[1:]}
-    assert csv_rows["anthropic"].endswith(",2") and csv_rows["openai"].endswith(",0")
+    assert csv_rows["anthropic"].endswith(",2,0,0") and csv_rows["openai"].endswith(",0,0,0")
     for width in (80, 120):
         text = render_table(summaries, "provider", console_width=width)
         assert max(len(line) for line in text.splitlines()) <= width
         assert "field" in text and "drops" in text
         assert table_rows(text)["anthropic"][0][6] == "2"
     assert "drops" not in render_table(summarize(records(), "provider"), "provider")
+
+
+def attempt(provider: str, outcome: str, model: str = "m") -> dict[str, object]:
+    return {"provider": provider, "upstream_model": model, "outcome": outcome, "duration_ms": 1.0}
+
+
+def test_retried_and_fallback_exchanges_are_counted_and_shown_when_there_are_any() -> None:
+    tried = [
+        # a retry at the same target that answered: retried, not a fallback
+        rec(
+            "r-1",
+            0,
+            provider="openai",
+            model="m",
+            route="m",
+            attempts=[attempt("openai", "error_status"), attempt("openai", "answered")],
+        ),
+        # a fallback to another provider: both
+        rec(
+            "r-2",
+            1,
+            provider="anthropic",
+            model="m",
+            route="m",
+            attempts=[attempt("openai", "timeout"), attempt("anthropic", "answered")],
+        ),
+        # the first target skipped for its open circuit: a fallback, but one attempt only
+        rec(
+            "r-3",
+            2,
+            provider="anthropic",
+            model="m",
+            route="m",
+            attempts=[attempt("openai", "circuit_open"), attempt("anthropic", "answered")],
+        ),
+        # every attempt failed: retried, no fallback
+        rec(
+            "r-4",
+            3,
+            provider="anthropic",
+            model="m",
+            route="m",
+            attempts=[attempt("openai", "unreachable"), attempt("anthropic", "error_status")],
+        ),
+        rec(
+            "r-5",
+            4,
+            provider="openai",
+            model="m",
+            route="m",
+            attempts=[attempt("openai", "answered")],
+        ),
+    ]
+    summaries = summarize([*records(), *tried], "provider")
+    groups = by_group(summaries)
+    assert (groups["openai"].retried, groups["openai"].fallbacks) == (1, 0)
+    assert (groups["anthropic"].retried, groups["anthropic"].fallbacks) == (2, 2)
+    as_json = {item["group"]: item for item in orjson.loads(render_json(summaries))}
+    assert (as_json["anthropic"]["retried"], as_json["anthropic"]["fallbacks"]) == (2, 2)
+    csv_rows = {line.split(",")[1]: line for line in render_csv(summaries).splitlines()[1:]}
+    assert csv_rows["anthropic"].endswith(",2,2") and csv_rows["openai"].endswith(",1,0")
+    for width in (80, 120):
+        text = render_table(summaries, "provider", console_width=width)
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert "retried/" in text and "fallback" in text
+        assert any("2/2" in row for row in table_rows(text)["anthropic"])
+    assert "retried/" not in render_table(summarize(records(), "provider"), "provider")
 
 
 def test_summary_table_by_model_and_empty() -> None:

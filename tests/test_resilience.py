@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -561,3 +563,22 @@ def test_replicas_sharing_redis_share_an_open_circuit(rstack, up, unique_model):
         chat(client_b, model, False)
     assert info.value.status_code == 503 and "circuit open" in info.value.message
     assert len(up.received[model]) == sent  # B sent nothing: it never failed on its own
+
+
+def test_gateway_audit_reports_retries_and_fallbacks(rstack, up, unique_model):
+    model = unique_model("fb")
+    up.script(model, answer("openai", model, False))
+    chat(oa(rstack), model, False)
+    record(rstack, model)  # written
+
+    store = f"sqlite:///{rstack.audit_db('main')}"
+    command = ["audit", "--store", store, "--by", "model", "--format", "json"]
+    out = subprocess.run(
+        [sys.executable, "-m", "gateway", *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    rows = {row["group"]: row for row in json.loads(out.stdout)}
+    assert (rows[model]["retried"], rows[model]["fallbacks"]) == (1, 1)

@@ -12,13 +12,15 @@ Summary JSON (`render_json`): a list, one object per group, most requests first:
      "truncated": 2, "truncated_rate": 0.5, "withheld_tool_calls": 1, "parse_failures": 0,
      "missing_terminators": 1, "ttfb_p50_ms": 120.0, "ttfb_p95_ms": 480.0,
      "total_p50_ms": 900.0, "total_p95_ms": 2500.0, "input_tokens": 310, "output_tokens": 95,
-     "dropped_fields": 1}
+     "dropped_fields": 1, "retried": 1, "fallbacks": 0}
 
   `group` is `-` when the record had no value; `truncated_rate` is rounded to 4 decimals; times
   are milliseconds rounded to 1 decimal, `null` when the group has none; every stop reason of the
   closed set is present, zeros included, then `none`: the records without a stop reason (added
   after the others, so it comes last). `dropped_fields` counts the exchanges whose request
-  translation dropped at least one field (added later, so it comes last). Indented by two spaces.
+  translation dropped at least one field, `retried` those that took more than one attempt and
+  `fallbacks` those answered by another target than the first one tried (added later, so they
+  come last). Indented by two spaces.
 
 Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line endings:
 
@@ -26,10 +28,10 @@ Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line e
     stop_content_filter,stop_refusal,stop_pause,stop_context_window,stop_malformed,stop_error,
     stop_aborted,stop_unknown,truncated,truncated_rate,withheld_tool_calls,parse_failures,
     missing_terminators,ttfb_p50_ms,ttfb_p95_ms,total_p50_ms,total_p95_ms,input_tokens,
-    output_tokens,stop_none,dropped_fields
+    output_tokens,stop_none,dropped_fields,retried,fallbacks
 
-  (one line in the output; `stop_none`, the records without a stop reason, and `dropped_fields`
-  came later and so were appended at the end). `truncated_rate` has exactly 4 decimals
+  (one line in the output; `stop_none`, the records without a stop reason, `dropped_fields`,
+  `retried` and `fallbacks` came later and so were appended at the end). `truncated_rate` has exactly 4 decimals
   (`0.5000`), times exactly 1 (`120.0`), and a missing time is an empty field.
 
 Truncated JSON (`render_truncated_json`): a list, newest first:
@@ -94,6 +96,8 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "output_tokens",
     f"stop_{NO_STOP_REASON}",
     "dropped_fields",
+    "retried",
+    "fallbacks",
 )
 TRUNCATED_COLUMNS: Final[tuple[str, ...]] = (
     "id",
@@ -147,6 +151,8 @@ def _summary_object(s: GroupSummary) -> dict[str, Any]:
         "input_tokens": s.input_tokens,
         "output_tokens": s.output_tokens,
         "dropped_fields": s.dropped_fields,
+        "retried": s.retried,
+        "fallbacks": s.fallbacks,
     }
 
 
@@ -210,6 +216,8 @@ def render_csv(summaries: Sequence[GroupSummary]) -> str:
             str(s.output_tokens),
             str(s.stop_reasons.get(NO_STOP_REASON, 0)),
             str(s.dropped_fields),
+            str(s.retried),
+            str(s.fallbacks),
         ]
         for s in summaries
     ]
@@ -328,6 +336,7 @@ _TIME_HEADERS: Final = ("ttfb ms\np50/p95", "total ms\np50/p95", "tokens\nin/out
 
 
 _DROPPED_HEADER: Final = "field\ndrops"  # short: the table must fit 80 columns
+_RETRIED_HEADER: Final = "retried/\nfallback"
 
 
 def _count_cells(s: GroupSummary, dropped: bool) -> list[str]:
@@ -342,12 +351,13 @@ def _count_cells(s: GroupSummary, dropped: bool) -> list[str]:
     return [*cells, str(s.dropped_fields)] if dropped else cells
 
 
-def _time_cells(s: GroupSummary) -> list[str]:
-    return [
+def _time_cells(s: GroupSummary, retried: bool = False) -> list[str]:
+    cells = [
         _pair_ms(s.ttfb_p50_ms, s.ttfb_p95_ms),
         _pair_ms(s.total_p50_ms, s.total_p95_ms),
         f"{_count(s.input_tokens)}/{_count(s.output_tokens)}",
     ]
+    return [*cells, f"{s.retried}/{s.fallbacks}"] if retried else cells
 
 
 def _group_table(
@@ -370,32 +380,38 @@ def render_table(
     Counts, times and tokens share one table when it fits the width, else they are split in two;
     stop reasons get their own table, with only the reasons some group has. Truncated shows as
     `n (x.x%)`, times as `p50/p95` in ms, tokens compactly (`12.3k/4.5k`). The exchanges whose
-    translation dropped request fields get a column when there are any.
+    translation dropped request fields get a column when there are any, and so do the retried
+    exchanges with those a fallback answered (`retried/fallback`).
     """
     if not summaries:
         return "no audit records in this window\n"
     requests = sum(s.requests for s in summaries)
     title = f"{requests} requests by {by}"
     dropped = any(s.dropped_fields for s in summaries)
+    retried = any(s.retried or s.fallbacks for s in summaries)
     count_headers = (*_COUNT_HEADERS, _DROPPED_HEADER) if dropped else _COUNT_HEADERS
+    time_headers = (*_TIME_HEADERS, _RETRIED_HEADER) if retried else _TIME_HEADERS
     combined = _group_table(
         title,
         by,
-        count_headers + _TIME_HEADERS,
-        [(s.group, _count_cells(s, dropped) + _time_cells(s)) for s in summaries],
+        count_headers + time_headers,
+        [(s.group, _count_cells(s, dropped) + _time_cells(s, retried)) for s in summaries],
     )
     if _natural_width(combined) <= console_width:
         tables = [combined]
     else:
         tables = [
             _group_table(
-                title, by, count_headers, [(s.group, _count_cells(s, dropped)) for s in summaries]
+                title,
+                by,
+                count_headers,
+                [(s.group, _count_cells(s, dropped)) for s in summaries],
             ),
             _group_table(
                 f"times and tokens by {by}",
                 by,
-                _TIME_HEADERS,
-                [(s.group, _time_cells(s)) for s in summaries],
+                time_headers,
+                [(s.group, _time_cells(s, retried)) for s in summaries],
             ),
         ]
     shown = [name for name in STOP_REASON_KEYS if any(s.stop_reasons.get(name) for s in summaries)]

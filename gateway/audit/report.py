@@ -2,8 +2,8 @@
 
 `summarize` groups records by provider, model, route or client format and counts, per group, the
 requests, errors, each normalized stop reason, cut answers, withheld tool calls, argument parse
-failures, missing stream terminators and the exchanges whose translation dropped request fields,
-with time percentiles and token sums.
+failures, missing stream terminators, the exchanges whose translation dropped request fields,
+the retried exchanges and those a fallback target answered, with time percentiles and token sums.
 `truncated_list` lists the latest cut exchanges. Rendering lives in `gateway.audit.render`.
 
 Conventions, so numbers mean the same thing everywhere:
@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal, get_args
 
-from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord
+from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord, fell_back
 from gateway.events import StopReason
+from gateway.resilience.outcome import ANSWERS, CIRCUIT_OPEN
 
 GroupBy = Literal["provider", "model", "route", "client"]
 GROUP_BY: Final[tuple[str, ...]] = get_args(GroupBy)
@@ -79,6 +80,8 @@ class GroupSummary:
     input_tokens: int
     output_tokens: int
     dropped_fields: int = 0  # exchanges whose request translation dropped at least one field
+    retried: int = 0  # exchanges that took more than one attempt
+    fallbacks: int = 0  # exchanges answered by another target than the first one tried
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +171,19 @@ def _summarize_group(by: str, key: str, records: list[AuditRecord]) -> GroupSumm
         input_tokens=sum(r.input_tokens or 0 for r in records),
         output_tokens=sum(r.output_tokens or 0 for r in records),
         dropped_fields=sum(1 for r in records if r.dropped_fields),
+        retried=sum(1 for r in records if _tries(r) > 1),
+        fallbacks=sum(1 for r in records if _answered(r) and fell_back(r.attempts)),
     )
+
+
+def _tries(record: AuditRecord) -> int:
+    """Attempts that went upstream (a target skipped for its open circuit is not one)."""
+    return sum(1 for a in record.attempts if a.get("outcome") != CIRCUIT_OPEN)
+
+
+def _answered(record: AuditRecord) -> bool:
+    tried = [a for a in record.attempts if a.get("outcome") != CIRCUIT_OPEN]
+    return bool(tried) and tried[-1].get("outcome") in ANSWERS
 
 
 def iso_utc(timestamp: float) -> str:

@@ -31,8 +31,8 @@ Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line e
     output_tokens,stop_none,dropped_fields,retried,fallbacks
 
   (one line in the output; `stop_none`, the records without a stop reason, `dropped_fields`,
-  `retried` and `fallbacks` came later and so were appended at the end). `truncated_rate` has exactly 4 decimals
-  (`0.5000`), times exactly 1 (`120.0`), and a missing time is an empty field.
+  `retried` and `fallbacks` came later and so were appended at the end). `truncated_rate` has
+  exactly 4 decimals (`0.5000`), times exactly 1 (`120.0`), and a missing time is an empty field.
 
 Truncated JSON (`render_truncated_json`): a list, newest first:
 

@@ -34,6 +34,7 @@ from gateway.state import SharedState, open_state
 from providers.registry import build_provider
 
 GATEWAY = web.AppKey("gateway", Gateway)
+STOP_AHEAD = 0.25  # seconds before the end of the shutdown grace that exchanges are stopped
 log = logging.getLogger("gateway.app")
 
 
@@ -192,6 +193,11 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
 
     async def closing(app: web.Application) -> None:
         gateway.closing = True  # what is cancelled from now on, the server ended
+        # Just before the server's own grace ends (it then closes the sockets under the
+        # handlers), the gateway ends what is still running, so streams get their format's
+        # error event and answers not started a 503.
+        grace = max(0.0, settings.server.shutdown_grace - STOP_AHEAD)
+        asyncio.get_running_loop().call_later(grace, gateway.stop_exchanges)
 
     app.cleanup_ctx.append(audit_writer)
     app.cleanup_ctx.append(close_providers)

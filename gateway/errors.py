@@ -17,6 +17,7 @@ GatewayError                      status, code; rendered per client format at th
 │   ├── Unauthorized              401: no gateway key, or not a configured one
 │   ├── Forbidden                 403: the key may not use this route
 │   └── RateLimited               429: a request rate, token budget or concurrency limit
+├── ServiceUnavailable            503: the gateway is shutting down
 └── UpstreamError                 the upstream failed
     ├── UpstreamStatusError       the upstream answered 4xx/5xx (status kept)
     ├── UpstreamUnreachable       502: connection refused, DNS, reset before a response
@@ -187,6 +188,17 @@ class CircuitOpen(UpstreamError):
     def __init__(self, message: str, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = str(max(1, math.ceil(retry_after)))
+
+
+class ServiceUnavailable(GatewayError):
+    """503 from the gateway itself (it is shutting down), with when to retry."""
+
+    status = 503
+    code = "service_unavailable"
+
+    def __init__(self, message: str, retry_after: str | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class StreamBroken(UpstreamError):

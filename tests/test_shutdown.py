@@ -207,6 +207,7 @@ class Done:
     label: str
     error: str | None = None
     finished_at: float = 0.0
+    body: bytes = b""
 
 
 def _complete(client: str, stream: bool, status: int, body: bytes) -> bool:
@@ -235,18 +236,18 @@ async def exchange(
         body["max_tokens"] = 64
     label = f"{client}:{model}:{'stream' if stream else 'whole'}"
     request_id = None
+    data = bytearray()
     try:
         async with session.post(base + path, data=orjson.dumps(body)) as resp:
             request_id = resp.headers.get("x-request-id")
-            data = bytearray()
             async for chunk in resp.content.iter_any():
                 data += chunk
                 if first_chunk is not None:
                     first_chunk.set()
             completed = _complete(client, stream, resp.status, bytes(data))
-            return Done(request_id, completed, label, finished_at=time.monotonic())
+            return Done(request_id, completed, label, None, time.monotonic(), bytes(data))
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        return Done(request_id, False, label, type(exc).__name__, time.monotonic())
+        return Done(request_id, False, label, type(exc).__name__, time.monotonic(), bytes(data))
 
 
 FAST = [
@@ -403,6 +404,12 @@ async def test_exchange_outliving_the_grace_period_is_cut_and_recorded(tmp_path,
     assert code == 0, gateway.lines[-20:]
     assert grace <= exited - signalled < grace + 5
     assert not done.completed  # the client got a cut stream, not a whole one
+    # ... ending with the format's error event, not a silently closed socket.
+    frames = [line for line in done.body.decode().splitlines() if line.startswith("data: ")]
+    assert frames[-1] != "data: [DONE]"
+    last = orjson.loads(frames[-1].removeprefix("data: "))
+    assert last["error"]["code"] == "aborted", last
+    assert last["gateway"]["truncated"] is True, last
     assert sqlite_rows(db, "PRAGMA integrity_check") == [("ok",)]
     records = records_by_id(db)
     assert list(records) == [done.request_id]
@@ -415,3 +422,38 @@ async def test_exchange_outliving_the_grace_period_is_cut_and_recorded(tmp_path,
     line = next(obj for obj in gateway.json_lines() if obj.get("id") == done.request_id)
     assert (line["ended_by"], line["client_aborted"]) == ("server", False)
     assert gateway.exchange_ids() == [done.request_id]
+
+
+async def test_an_answer_not_started_when_the_grace_ends_is_a_503_to_retry(tmp_path, launch):
+    """A whole answer still awaited from the upstream when the grace ends: the client gets a
+    503 in its format with retry-after (to try another replica), not a closed socket."""
+    grace = 1.0
+    model = "slow-stalled"
+    upstream = FakeUpstream()
+    stalled = script_for("openai", Answer(text="too late"), model, stream=False)
+    stalled.stall = 4  # beyond the grace
+    upstream.script(model, stalled)
+    servers = Servers()
+    try:
+        _, upstream_url = await servers.start(upstream.app())
+        db = tmp_path / "trail.db"
+        gateway = launch(config_text(upstream_url, db, grace))
+        base = await gateway.ready()
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+            body = {"model": model, "messages": PROMPT}
+            request = session.post(base + "/v1/chat/completions", data=orjson.dumps(body))
+            task = asyncio.create_task(request)
+            while not upstream.received[model]:
+                await asyncio.sleep(0.02)
+            gateway.signal(signal.SIGTERM)
+            async with await task as resp:
+                status, headers, reply = resp.status, resp.headers, await resp.json()
+            code = await gateway.wait(grace + 5)
+    finally:
+        await servers.close()
+
+    assert code == 0
+    assert status == 503 and headers["retry-after"] == "1"
+    assert reply["error"]["code"] == "service_unavailable"
+    (record,) = records_by_id(db).values()
+    assert (record["http_status"], record["ended_by"]) == (503, "server")

@@ -34,6 +34,7 @@ from gateway.errors import (
     InvalidRequest,
     ModelNotFound,
     RunawaySuspected,
+    ServiceUnavailable,
     UpstreamTimeout,
 )
 from gateway.events import StreamError
@@ -75,10 +76,17 @@ class Gateway:
     resilience: Resilience | None = None  # None: built from `settings`
     closing: bool = False  # the server is shutting down: what it cancels now, it ended
     access: AccessControl | None = None  # gateway keys and limits; None: neither configured
+    running: set[asyncio.Task[Any]] = field(default_factory=set)  # the exchanges' tasks
 
     def __post_init__(self) -> None:
         if self.resilience is None:
             self.resilience = Resilience(self.settings)
+
+    def stop_exchanges(self) -> None:
+        """The shutdown grace is over: every exchange still running is ended by the server."""
+        self.closing = True
+        for task in self.running:
+            task.cancel()
 
 
 @dataclass(slots=True)
@@ -101,6 +109,9 @@ async def serve(client: ClientFormat, gateway: Gateway, request: web.Request) ->
     exchange = Exchange(request_id, client, record)
     gateway.observer.started()
     response: web.StreamResponse | None = None
+    task = asyncio.current_task()
+    if task is not None:
+        gateway.running.add(task)
     try:
         response = await _exchange(exchange, gateway, request)
     except GatewayError as err:
@@ -112,11 +123,26 @@ async def serve(client: ClientFormat, gateway: Gateway, request: web.Request) ->
         exchange.ended_by = "server" if gateway.closing else "client"
         if exchange.attempt is not None:
             exchange.attempt.broke(StreamError("aborted", "the exchange was cancelled"))
-        raise
+        if not _answer_shutdown(gateway, record, task):
+            raise
+        response = error_response(client, SHUTTING_DOWN, request_id)
     finally:
+        if task is not None:
+            gateway.running.discard(task)
         _close_record(exchange, response, request)
         await asyncio.shield(gateway.observer.finished(record))
     return response
+
+
+SHUTTING_DOWN = ServiceUnavailable("The gateway is shutting down; retry the request", "1")
+
+
+def _answer_shutdown(gateway: Gateway, record: AuditRecord, task: asyncio.Task[Any] | None) -> bool:
+    """Whether an exchange the shutdown stopped before its first byte still gets a 503 (its
+    client is told to retry elsewhere, instead of a closed socket)."""
+    if not gateway.closing or record.first_byte_at is not None or task is None:
+        return False
+    return task.uncancel() == 0
 
 
 def _close_record(

@@ -272,10 +272,10 @@ async def _attempts(
             following = _admitted(order, position + 1, circuits, record)
             if following is None:
                 raise
+            circuits.released(following[1].key)  # only looked at: the next turn admits it
             delay = retries.after_failure(outcome, revisit=following[1].key in tried)
             if delay is None:
                 raise
-            circuits.released(following[1].key)  # admitted for the next turn, not yet taken
             if delay > 0:
                 await asyncio.sleep(delay)
             position = following[0]

@@ -22,6 +22,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import cached_property
 from typing import Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
 
@@ -185,8 +186,8 @@ class TargetSettings(_Frozen):
     # Share of the route's traffic; 0: a fallback only, tried when the others failed.
     weight: Annotated[float, Field(ge=0, allow_inf_nan=False, strict=False)] = 1.0
 
-    @property
-    def key(self) -> str:
+    @cached_property  # in the instance's __dict__ once read: a pydantic private attribute
+    def key(self) -> str:  # would go through __getattr__ on every request
         """The target's name in circuits, /health and metrics: "provider/upstream_model", with
         "*" for the client's own model name."""
         return f"{self.provider}/{self.upstream_model or '*'}"
@@ -210,11 +211,16 @@ class RouteSettings(_Frozen):
             raise ValueError("targets: at least one needs a weight above 0")
         return self
 
-    def target_list(self) -> tuple[TargetSettings, ...]:
+    @cached_property
+    def _target_list(self) -> tuple[TargetSettings, ...]:
         if self.targets:
             return self.targets
         assert self.provider is not None  # the validator above
         return (TargetSettings(provider=self.provider, upstream_model=self.upstream_model),)
+
+    def target_list(self) -> tuple[TargetSettings, ...]:
+        """`targets`, or the one target `provider` / `upstream_model` name (built once)."""
+        return self._target_list
 
 
 class CircuitSettings(_Frozen):
@@ -463,16 +469,17 @@ class Settings(_Frozen):
     def resolve_route(self, model: str) -> ResolvedRoute | None:
         for index, route in enumerate(self.routes):
             if fnmatchcase(model, route.match):
-                targets = tuple(
-                    ResolvedTarget(
-                        target.key,
-                        target.provider,
-                        target.upstream_model or model,
-                        target.weight,
-                    )
-                    for target in route.target_list()
+                targets = route.target_list()
+                if len(targets) == 1:  # the common case, without a generator
+                    only = targets[0]
+                    upstream = only.upstream_model or model
+                    target = ResolvedTarget(only.key, only.provider, upstream, only.weight)
+                    return ResolvedRoute(index, route, (target,))
+                resolved = tuple(
+                    ResolvedTarget(t.key, t.provider, t.upstream_model or model, t.weight)
+                    for t in targets
                 )
-                return ResolvedRoute(index, route, targets)
+                return ResolvedRoute(index, route, resolved)
         return None
 
     def retry_for(self, route: ResolvedRoute) -> RetrySettings:

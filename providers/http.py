@@ -47,57 +47,80 @@ class Timeouts:
 DEFAULT_TIMEOUTS: Final = Timeouts()
 
 
-class _BodyClock:
-    """The idle and total deadlines over one reply's body reads.
+class _AttemptClock:
+    """The first-byte, idle and total deadlines of one attempt, on one timer.
 
-    Per read it stores when the wait began and clears it when bytes came: no timer is re-armed
-    per chunk. One timer, re-armed only when it fires, looks at how long the current wait has
-    lasted and cancels the reading task once a deadline passed; `expired` says which one.
-    Time spent outside a read (writing to a slow client) is never counted.
+    A wait on the upstream (`waiting(limit)`) stores when it began; bytes arriving end it
+    (`since = None`). No timer is armed per chunk: the one timer, re-armed only when it fires,
+    looks at how long the current wait has lasted (a body read also counts the bytes the
+    response has taken in since, as progress) and cancels the waiting task once a deadline
+    passed; `expired` says which. Time spent outside a wait (writing to a slow client) is never
+    counted.
     """
 
-    __slots__ = ("_deadline", "_handle", "_idle", "_loop", "_task", "expired", "since")
+    __slots__ = (
+        "_content",
+        "_deadline",
+        "_handle",
+        "_limit",
+        "_loop",
+        "_seen",
+        "_task",
+        "expired",
+        "since",
+        "waited",
+    )
 
-    def __init__(self, idle: float | None, deadline: float | None) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._idle = idle
+    def __init__(self, loop: asyncio.AbstractEventLoop, deadline: float | None) -> None:
+        self._loop = loop
         self._deadline = deadline  # loop time
         self._task: asyncio.Task[object] | None = None
         self._handle: asyncio.TimerHandle | None = None
-        self.since: float | None = None  # when the read under way began waiting
-        self.expired: str | None = None  # "idle" or "total" once one fired
+        self._limit: float | None = None
+        self._content: aiohttp.StreamReader | None = None  # the body, once it is read
+        self._seen = 0  # its bytes at the last look
+        self.since: float | None = None  # when the wait under way began
+        self.waited = "first_byte"  # what the wait under way is for
+        self.expired: str | None = None  # "first_byte", "idle" or "total" once one fired
 
-    def waiting(self) -> None:
+    def waiting(self, limit: float | None, what: str) -> None:
         self.since = now = self._loop.time()
-        if self._handle is None and (self._idle is not None or self._deadline is not None):
-            self._task = asyncio.current_task()
-            self._arm(now)
+        self._limit = limit
+        self.waited = what
+        if self._handle is None and (limit is not None or self._deadline is not None):
+            if self._task is None:
+                self._task = asyncio.current_task()
+            self._handle = self._loop.call_at(self._due(now), self._check)
+
+    def reading(self, content: aiohttp.StreamReader) -> None:
+        self._content = content
+        self._seen = content.total_bytes
 
     def _due(self, since: float) -> float:
-        due = since + self._idle if self._idle is not None else math.inf
+        due = since + self._limit if self._limit is not None else math.inf
         return min(due, self._deadline) if self._deadline is not None else due
-
-    def _arm(self, since: float) -> None:
-        self._handle = self._loop.call_at(self._due(since), self._check)
 
     def _check(self) -> None:
         self._handle = None
         since = self.since
         if since is None:
-            return  # not reading: the next wait arms the timer again
+            return  # not waiting: the next wait arms the timer again
         now = self._loop.time()
-        if now < self._due(since):
-            self._arm(since)
+        content = self._content
+        if content is not None and content.total_bytes != self._seen:
+            self._seen = content.total_bytes  # bytes came in: the wait starts over
+            self.since = since = now
+        due = self._due(since)
+        if now < due:
+            self._handle = self._loop.call_at(due, self._check)
             return
-        if self._deadline is not None and now >= self._deadline:
-            self.expired = "total"
-        else:
-            self.expired = "idle"
+        deadline = self._deadline
+        self.expired = "total" if deadline is not None and now >= deadline else self.waited
         if self._task is not None:
             self._task.cancel()
 
-    def stopped(self, exc: asyncio.CancelledError) -> bool:
-        """Whether this cancellation is the clock's own (then the task is uncancelled)."""
+    def fired(self) -> bool:
+        """Whether the cancellation being handled is the clock's own (the task is uncancelled)."""
         if self.expired is None or self._task is None:
             return False
         return self._task.uncancel() == 0
@@ -117,7 +140,7 @@ class HttpReply:
         response: aiohttp.ClientResponse,
         provider: str,
         timeouts: Timeouts,
-        deadline: float | None,
+        clock: _AttemptClock,
     ) -> None:
         self.status: int = response.status
         # Case-insensitive view of the upstream's headers.
@@ -125,23 +148,38 @@ class HttpReply:
         self._response = response
         self._provider = provider
         self._timeouts = timeouts
-        self._deadline = deadline
+        self._clock = clock
+        clock.reading(response.content)
 
     async def read(self) -> bytes:
-        return b"".join([chunk async for chunk in self.iter_chunks()])
+        clock = self._clock
+        clock.waiting(self._timeouts.idle, "idle")
+        try:
+            body = await self._response.read()
+        except asyncio.CancelledError:
+            if clock.fired():
+                raise self._timed_out(clock.expired) from None
+            raise
+        except _FOREIGN as exc:
+            raise self._body_error(exc) from exc
+        finally:
+            clock.since = None
+            clock.close()
+        return body
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:
-        clock = _BodyClock(self._timeouts.idle, self._deadline)
+        clock = self._clock
+        idle = self._timeouts.idle
         chunks = self._response.content.iter_any().__aiter__()
         try:
             while True:
-                clock.waiting()
+                clock.waiting(idle, "idle")
                 try:
                     chunk = await chunks.__anext__()
                 except StopAsyncIteration:
                     return
-                except asyncio.CancelledError as exc:
-                    if clock.stopped(exc):
+                except asyncio.CancelledError:
+                    if clock.fired():
                         raise self._timed_out(clock.expired) from None
                     raise
                 clock.since = None
@@ -152,6 +190,7 @@ class HttpReply:
             clock.close()
 
     def release(self) -> None:
+        self._clock.close()
         self._response.release()
 
     def _timed_out(self, which: str | None) -> UpstreamTimeout:
@@ -185,9 +224,8 @@ class HttpTransport:
         ...
         await transport.close()
 
-    The connect timeout is aiohttp's; the wait for the headers and the whole attempt are
-    bounded here, and the body's reads by the reply (`_BodyClock`), so aiohttp arms no read
-    timer per chunk.
+    The connect timeout is aiohttp's; the wait for the headers, the body's reads and the whole
+    attempt are bounded by one `_AttemptClock`, so aiohttp arms no read timer per chunk.
     """
 
     def __init__(self, provider: str, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
@@ -209,31 +247,30 @@ class HttpTransport:
         session = self._get_session()
         timeouts = self.timeouts
         loop = asyncio.get_running_loop()
-        now = loop.time()
-        deadline = now + timeouts.total if timeouts.total is not None else None
-        wait = timeouts.first_byte
-        if deadline is not None and (wait is None or now + wait > deadline):
-            wait, which = timeouts.total, "total"
-        else:
-            which = "first_byte"
+        total = timeouts.total
+        clock = _AttemptClock(loop, loop.time() + total if total is not None else None)
+        clock.waiting(timeouts.first_byte, "first_byte")
         try:
-            async with asyncio.timeout(wait):
-                response = await session.post(url, data=body, headers=dict(headers))
-        except TimeoutError as exc:
-            if isinstance(exc, aiohttp.ConnectionTimeoutError):
-                raise self._send_error(exc, url) from exc
-            raise self._late(url, which, wait) from exc
+            response = await session.post(url, data=body, headers=dict(headers))
+        except asyncio.CancelledError:
+            clock.close()
+            if clock.fired():
+                raise self._late(url, clock.expired or "first_byte") from None
+            raise
         except _FOREIGN as exc:
+            clock.close()
             raise self._send_error(exc, url) from exc
-        return HttpReply(response, self._provider, timeouts, deadline)
+        clock.since = None
+        return HttpReply(response, self._provider, timeouts, clock)
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
 
-    def _late(self, url: str, which: str, wait: float | None) -> UpstreamTimeout:
+    def _late(self, url: str, which: str) -> UpstreamTimeout:
         where = f"upstream {self._provider!r} at {host_port(url)}"
+        wait = self.timeouts.total if which == "total" else self.timeouts.first_byte
         return UpstreamTimeout(f"{where} did not answer within {wait or 0:g} s", which)
 
     def _send_error(self, exc: BaseException, url: str) -> UpstreamError:
@@ -246,7 +283,7 @@ class HttpTransport:
                 f"cannot connect to {where}: connect timed out after {limit:g} s", "connect"
             )
         if isinstance(exc, asyncio.TimeoutError):
-            return self._late(url, "first_byte", self.timeouts.first_byte)
+            return self._late(url, "first_byte")
         if isinstance(exc, aiohttp.ClientConnectorError):
             return UpstreamUnreachable(f"cannot connect to {where}: {_connect_cause(exc)}")
         return UpstreamUnreachable(f"{where} unreachable ({type(exc).__name__})")

@@ -58,6 +58,7 @@ from gateway.resilience.outcome import (
     failed_outcome,
 )
 from gateway.resilience.plan import Resilience
+from gateway.resilience.retry import Retries
 from gateway.responses_store import OffStore, ResponseStore
 from gateway.settings import ResolvedRoute, ResolvedTarget, Settings
 from gateway.translate.table import NOTHING_DROPPED, Dropped, translate_request
@@ -242,8 +243,10 @@ async def _attempts(
     record = exchange.record
     balancer, circuits = resilience.balancer, resilience.circuits
     order = balancer.order(route)
-    retries = resilience.policy(route).begin(time.monotonic())
-    tried: set[str] = set()
+    counted = route.route.balance == "least_in_flight"  # only that balance reads in-flight
+    began = time.monotonic()
+    retries: Retries | None = None  # built at the first failure: most exchanges have none
+    tried: list[str] = []
     position = 0
     while True:
         admitted = _admitted(order, position, circuits, record)
@@ -255,20 +258,24 @@ async def _attempts(
                 circuits.retry_in(keys),
             )
         position, target = admitted
-        tried.add(target.key)
+        key = target.key
+        tried.append(key)
         provider = gateway.providers[target.provider_name]
         record.provider, record.upstream_model = target.provider_name, target.upstream_model
-        started = time.monotonic()
-        balancer.started(target.key)
+        started = time.monotonic() if tried[1:] else began
+        if counted:
+            balancer.started(key)
         try:
             response = await _attempt(exchange, gateway, request, provider, target, body, obj, raw)
         except GatewayError as exc:
+            if retries is None:
+                retries = resilience.policy(route).begin(began)
             outcome = failed_outcome(exc, retries.policy.retry_on)
             _note(record, target, outcome, started)
             if outcome.target_failed:
-                circuits.failed(target.key)
+                circuits.failed(key)
             else:
-                circuits.released(target.key)
+                circuits.released(key)
             following = _admitted(order, position + 1, circuits, record)
             if following is None:
                 raise
@@ -282,18 +289,27 @@ async def _attempts(
             continue
         except asyncio.CancelledError:
             _note(record, target, Outcome(CLIENT_LEFT), started)
-            circuits.released(target.key)
+            circuits.released(key)
             raise
         finally:
-            balancer.ended(target.key)
+            if counted:
+                balancer.ended(key)
         attempt = exchange.attempt
         error = attempt.aggregator.error if attempt is not None else None
         if error is not None and error.kind != "aborted":  # broke after the first byte
             _note(record, target, Outcome(BROKEN, status=response.status), started)
-            circuits.failed(target.key)
+            circuits.failed(key)
         else:
-            _note(record, target, Outcome(ANSWERED, status=response.status), started)
-            circuits.succeeded(target.key)
+            record.attempts.append(
+                {
+                    "provider": target.provider_name,
+                    "upstream_model": target.upstream_model,
+                    "outcome": ANSWERED,
+                    "duration_ms": round((time.monotonic() - started) * 1000, 3),
+                    "status": response.status,
+                }
+            )
+            circuits.succeeded(key)
         return response
 
 

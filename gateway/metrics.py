@@ -90,9 +90,10 @@ class GatewayMetrics:
             ["provider", "ended_by"],
             registry=r,
         )
-        self.attempts = Counter(
-            "gateway_upstream_attempts",
-            "Attempts at upstream targets by outcome (answered, error_status, timeout, ...)",
+        self.failed_attempts = Counter(
+            "gateway_failed_attempts",
+            "Attempts at upstream targets that did not answer, by outcome (error_status, "
+            "timeout, unreachable, circuit_open, ...); an answered attempt counts in requests",
             ["provider", "outcome"],
             registry=r,
         )
@@ -178,9 +179,7 @@ class GatewayMetrics:
         if record.runaway_streak:
             self.runaway.labels(provider, model).inc()
         attempts = record.attempts
-        if len(attempts) == 1:
-            self.attempts.labels(provider, attempts[0]["outcome"]).inc()
-        elif attempts:
+        if len(attempts) > 1 or (attempts and attempts[0]["outcome"] not in ANSWERS):
             self._observe_attempts(provider, attempts)
         if record.ttfb_ms is not None:
             self.ttfb.labels(provider).observe(record.ttfb_ms / 1000)
@@ -189,7 +188,8 @@ class GatewayMetrics:
 
     def _observe_attempts(self, provider: str, attempts: list[dict[str, Any]]) -> None:
         for attempt in attempts:
-            self.attempts.labels(attempt["provider"], attempt["outcome"]).inc()
+            if attempt["outcome"] not in ANSWERS:
+                self.failed_attempts.labels(attempt["provider"], attempt["outcome"]).inc()
         tried = [a for a in attempts if a["outcome"] != CIRCUIT_OPEN]
         answered = tried[-1]["outcome"] in ANSWERS if tried else False
         if len(tried) > 1:

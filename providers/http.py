@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import math
 import os
 import socket
 from collections.abc import AsyncIterator, Mapping
@@ -47,75 +46,111 @@ class Timeouts:
 DEFAULT_TIMEOUTS: Final = Timeouts()
 
 
+# How often the watchdog looks at the attempts under way: a timeout fires up to this late. One
+# timer per provider ticking while there is traffic (and a second after) costs less than a timer
+# armed and cancelled per attempt.
+TICK: Final = 0.1
+IDLE_TICKS: Final = 10
+
+
+class _Watchdog:
+    """Looks at every attempt clock of one transport each `TICK`, while there are any."""
+
+    __slots__ = ("_clocks", "_handle", "_idle", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._clocks: set[_AttemptClock] = set()
+        self._handle: asyncio.TimerHandle | None = None
+        self._idle = 0  # ticks in a row without a clock
+
+    def watch(self, clock: _AttemptClock) -> None:
+        self._clocks.add(clock)
+        if self._handle is None:
+            self._handle = self._loop.call_later(TICK, self._tick)
+
+    def unwatch(self, clock: _AttemptClock) -> None:
+        self._clocks.discard(clock)
+
+    def _tick(self) -> None:
+        self._handle = None
+        if self._clocks:
+            self._idle = 0
+            now = self._loop.time()
+            for clock in tuple(self._clocks):
+                clock.check(now)
+        else:
+            self._idle += 1
+            if self._idle > IDLE_TICKS:
+                return  # no traffic: the next attempt starts the ticks again
+        self._handle = self._loop.call_later(TICK, self._tick)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self._clocks.clear()
+
+
 class _AttemptClock:
-    """The first-byte, idle and total deadlines of one attempt, on one timer.
+    """The first-byte, idle and total deadlines of one attempt, looked at by the watchdog.
 
     A wait on the upstream (`waiting(limit)`) stores when it began; bytes arriving end it
-    (`since = None`). No timer is armed per chunk: the one timer, re-armed only when it fires,
-    looks at how long the current wait has lasted (a body read also counts the bytes the
-    response has taken in since, as progress) and cancels the waiting task once a deadline
-    passed; `expired` says which. Time spent outside a wait (writing to a slow client) is never
-    counted.
+    (`since = None`): no timer per attempt or per chunk. At each tick the watchdog asks how long
+    the current wait has lasted (a body read also counts the bytes the response took in since,
+    as progress) and the clock cancels the waiting task once a deadline passed; `expired` says
+    which. Time spent outside a wait (writing to a slow client) is never counted.
     """
 
     __slots__ = (
         "_content",
         "_deadline",
-        "_handle",
         "_limit",
-        "_loop",
         "_seen",
         "_task",
+        "_watchdog",
         "expired",
         "since",
         "waited",
     )
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, deadline: float | None) -> None:
-        self._loop = loop
+    def __init__(self, watchdog: _Watchdog, now: float, deadline: float | None) -> None:
+        self._watchdog = watchdog
         self._deadline = deadline  # loop time
-        self._task: asyncio.Task[object] | None = None
-        self._handle: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[object] | None = asyncio.current_task()
         self._limit: float | None = None
         self._content: aiohttp.StreamReader | None = None  # the body, once it is read
         self._seen = 0  # its bytes at the last look
         self.since: float | None = None  # when the wait under way began
         self.waited = "first_byte"  # what the wait under way is for
         self.expired: str | None = None  # "first_byte", "idle" or "total" once one fired
+        watchdog.watch(self)
 
-    def waiting(self, limit: float | None, what: str) -> None:
-        self.since = now = self._loop.time()
+    def waiting(self, now: float, limit: float | None, what: str) -> None:
+        self.since = now
         self._limit = limit
         self.waited = what
-        if self._handle is None and (limit is not None or self._deadline is not None):
-            if self._task is None:
-                self._task = asyncio.current_task()
-            self._handle = self._loop.call_at(self._due(now), self._check)
 
     def reading(self, content: aiohttp.StreamReader) -> None:
         self._content = content
         self._seen = content.total_bytes
 
-    def _due(self, since: float) -> float:
-        due = since + self._limit if self._limit is not None else math.inf
-        return min(due, self._deadline) if self._deadline is not None else due
-
-    def _check(self) -> None:
-        self._handle = None
+    def check(self, now: float) -> None:
         since = self.since
         if since is None:
-            return  # not waiting: the next wait arms the timer again
-        now = self._loop.time()
+            return  # not waiting on the upstream
         content = self._content
         if content is not None and content.total_bytes != self._seen:
             self._seen = content.total_bytes  # bytes came in: the wait starts over
             self.since = since = now
-        due = self._due(since)
-        if now < due:
-            self._handle = self._loop.call_at(due, self._check)
-            return
         deadline = self._deadline
-        self.expired = "total" if deadline is not None and now >= deadline else self.waited
+        if deadline is not None and now >= deadline:
+            self.expired = "total"
+        elif self._limit is not None and now >= since + self._limit:
+            self.expired = self.waited
+        else:
+            return
+        self.close()
         if self._task is not None:
             self._task.cancel()
 
@@ -126,9 +161,7 @@ class _AttemptClock:
         return self._task.uncancel() == 0
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+        self._watchdog.unwatch(self)
 
 
 class HttpReply:
@@ -141,6 +174,7 @@ class HttpReply:
         provider: str,
         timeouts: Timeouts,
         clock: _AttemptClock,
+        loop: asyncio.AbstractEventLoop,
     ) -> None:
         self.status: int = response.status
         # Case-insensitive view of the upstream's headers.
@@ -149,11 +183,12 @@ class HttpReply:
         self._provider = provider
         self._timeouts = timeouts
         self._clock = clock
+        self._loop = loop
         clock.reading(response.content)
 
     async def read(self) -> bytes:
         clock = self._clock
-        clock.waiting(self._timeouts.idle, "idle")
+        clock.waiting(self._loop.time(), self._timeouts.idle, "idle")
         try:
             body = await self._response.read()
         except asyncio.CancelledError:
@@ -170,10 +205,11 @@ class HttpReply:
     async def iter_chunks(self) -> AsyncIterator[bytes]:
         clock = self._clock
         idle = self._timeouts.idle
+        time = self._loop.time
         chunks = self._response.content.iter_any().__aiter__()
         try:
             while True:
-                clock.waiting(idle, "idle")
+                clock.waiting(time(), idle, "idle")
                 try:
                     chunk = await chunks.__anext__()
                 except StopAsyncIteration:
@@ -225,7 +261,8 @@ class HttpTransport:
         await transport.close()
 
     The connect timeout is aiohttp's; the wait for the headers, the body's reads and the whole
-    attempt are bounded by one `_AttemptClock`, so aiohttp arms no read timer per chunk.
+    attempt are bounded by an `_AttemptClock` the transport's watchdog looks at every `TICK`, so
+    neither aiohttp nor the gateway arms a timer per attempt or per chunk.
     """
 
     def __init__(self, provider: str, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
@@ -235,6 +272,7 @@ class HttpTransport:
             total=None, sock_connect=timeouts.connect, sock_read=None
         )
         self._session: aiohttp.ClientSession | None = None
+        self._watchdog: _Watchdog | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -247,9 +285,13 @@ class HttpTransport:
         session = self._get_session()
         timeouts = self.timeouts
         loop = asyncio.get_running_loop()
+        watchdog = self._watchdog
+        if watchdog is None or watchdog._loop is not loop:
+            watchdog = self._watchdog = _Watchdog(loop)
+        now = loop.time()
         total = timeouts.total
-        clock = _AttemptClock(loop, loop.time() + total if total is not None else None)
-        clock.waiting(timeouts.first_byte, "first_byte")
+        clock = _AttemptClock(watchdog, now, now + total if total is not None else None)
+        clock.waiting(now, timeouts.first_byte, "first_byte")
         try:
             response = await session.post(url, data=body, headers=dict(headers))
         except asyncio.CancelledError:
@@ -261,9 +303,11 @@ class HttpTransport:
             clock.close()
             raise self._send_error(exc, url) from exc
         clock.since = None
-        return HttpReply(response, self._provider, timeouts, clock)
+        return HttpReply(response, self._provider, timeouts, clock, loop)
 
     async def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.close()
         if self._session is not None:
             await self._session.close()
             self._session = None

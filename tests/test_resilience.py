@@ -525,7 +525,7 @@ def test_metrics_count_attempts_retries_and_fallbacks(rstack, up, unique_model):
         return 0.0
 
     for sample, delta in (
-        ('gateway_upstream_attempts_total{outcome="unreachable",provider="dead"}', 1),
+        ('gateway_failed_attempts_total{outcome="unreachable",provider="dead"}', 1),
         ('gateway_fallback_exchanges_total{provider="primary"}', 1),
         ('gateway_retried_exchanges_total{answered="true",provider="primary"}', 1),
     ):

@@ -290,6 +290,23 @@ def invalid_json_after(count: int) -> Play:
     return play
 
 
+def raw_stream(chunks: list[bytes], ending: str = "end", gap: float = 0.001) -> Play:
+    """A 200 event stream of `chunks` as given, `gap` apart, then a clean end ("end"), a close
+    without the last chunk ("close": a FIN) or a reset ("reset")."""
+
+    async def play(request: Request, conn: Conn) -> None:
+        await conn.head()
+        for chunk in chunks:
+            await conn.send(chunk)
+            await asyncio.sleep(gap)
+        if ending == "end":
+            await conn.end()
+        elif ending == "reset":
+            conn.reset()
+
+    return play
+
+
 def raw_body(
     status: int, data: bytes, content_type: str = JSON, headers: dict[str, str] | None = None
 ) -> Play:

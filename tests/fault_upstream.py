@@ -91,9 +91,10 @@ class Conn:
         await self.writer.drain()
 
     def reset(self) -> None:
-        """An RST: linger 0, then close."""
-        sock = self.writer.get_extra_info("socket")
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        """An RST: linger 0, then close (unless the gateway closed the connection first)."""
+        if not self.writer.transport.is_closing():
+            sock = self.writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.writer.transport.abort()
 
     async def wait_for_peer(self, seconds: float) -> None:
@@ -400,12 +401,12 @@ class FaultUpstream:
             await play(request, conn)
             if conn.peer_closed:
                 seen.peer_closed += 1
-        except ConnectionError:
+        except OSError:  # the gateway closed the connection first (a reset, an EBADF)
             pass
         finally:
             self._open.discard(writer)
             writer.close()
-            with contextlib.suppress(ConnectionError):
+            with contextlib.suppress(OSError):
                 await writer.wait_closed()
 
     @staticmethod

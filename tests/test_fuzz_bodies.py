@@ -1,12 +1,15 @@
 """Structurally malformed bodies never reach a 500: a refusal is a 4xx in the endpoint's format.
 
 Hypothesis builds bodies with the right top-level keys and wrong types and shapes at every level
-(messages, content blocks, tools, tool choices, stop sequences, numbers, unicode, lone
-surrogates, NaN and huge numbers, nesting up to past the JSON parser's limit) and sends them, as
-raw HTTP, to both endpoints on every kind of route of the test stack: same-format (`oa-*` from
-an OpenAI client, `an-*` from an Anthropic one), cross-format, a same-format route that renames
-the model, and the mock. The upstream plays a valid answer for whatever passes validation, so
-anything but a 2xx or a 4xx in the endpoint's own error JSON is a gateway bug.
+(messages, Responses input items, content blocks, tools, tool choices, stop sequences, numbers,
+unicode, lone surrogates, NaN and huge numbers, nesting up to past the JSON parser's limit),
+and now and then a top-level value that is no object at all, and sends them, as raw HTTP, to
+the three endpoints (Chat Completions, Messages, Responses), streaming or not, on every kind of
+route of the test stack: same-format (`oa-*` from an OpenAI client, `an-*` from an Anthropic
+one), cross-format (every Responses route), a same-format route that renames the model, and the
+mock. The upstream plays a valid answer for whatever passes validation, so anything but a 2xx
+(a JSON object, or a stream that ends with its format's terminal event) or a 4xx in the
+endpoint's own error JSON is a gateway bug.
 
 GATEWAY_FUZZ_EXAMPLES=5000 GATEWAY_FUZZ_RANDOM=1 runs a longer, randomized search.
 """
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -30,7 +34,9 @@ from tests.test_bad_input import assert_error
 
 OA = "/v1/chat/completions"
 AN = "/v1/messages"
-EXAMPLES = int(os.environ.get("GATEWAY_FUZZ_EXAMPLES", "600"))
+RS = "/v1/responses"
+ERRORS = {OA: "openai", AN: "anthropic", RS: "openai"}  # the shape of each one's error JSON
+EXAMPLES = int(os.environ.get("GATEWAY_FUZZ_EXAMPLES", "800"))
 RANDOM = os.environ.get("GATEWAY_FUZZ_RANDOM") == "1"
 
 FIELDS = [
@@ -39,9 +45,13 @@ FIELDS = [
     "tool_call_id", "tool_use_id", "system", "stop", "stop_sequences", "max_tokens",
     "metadata", "user_id", "stream", "stream_options", "include_usage", "thinking", "source",
     "image_url", "url", "media_type", "data", "is_error", "cache_control", "description",
+    "input", "instructions", "max_output_tokens", "call_id", "output", "summary", "reasoning",
+    "include", "store", "previous_response_id", "strict", "format",
 ]  # fmt: skip
 ROLES = ["user", "assistant", "system", "developer", "tool", "function", "model", ""]
 BLOCKS = ["text", "image", "image_url", "tool_use", "tool_result", "thinking", "document", ""]
+ITEMS = ["message", "function_call", "function_call_output", "reasoning", "input_text"]
+ITEMS += ["output_text", "input_image", "custom_tool_call", "web_search_call", ""]
 
 
 @dataclass(frozen=True)
@@ -295,6 +305,49 @@ ANTHROPIC_BASE: dict[str, Any] = {
 }
 
 
+RESPONSES_BASE: dict[str, Any] = {
+    "instructions": "Be brief.",
+    "max_output_tokens": 64,
+    "temperature": 0.5,
+    "top_p": 1,
+    "store": False,
+    "parallel_tool_calls": True,
+    "reasoning": {"effort": "low", "summary": "auto"},
+    "include": ["reasoning.encrypted_content"],
+    "text": {"format": {"type": "text"}},
+    "tool_choice": {"type": "function", "name": "get_weather"},
+    "tools": [
+        {"type": "function", "name": "get_weather", "description": "d", "parameters": WEATHER},
+        {"type": "web_search_preview"},
+    ],
+    "input": [
+        {"role": "developer", "content": "dev"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "Weather?"},
+                {"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
+            ],
+        },
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "On it."}],
+        },
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "get_weather",
+            "arguments": '{"city": "Paris"}',
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": "Sun"},
+        {"role": "user", "content": "thanks"},
+    ],
+}
+BASES = {OA: OPENAI_BASE, AN: ANTHROPIC_BASE, RS: RESPONSES_BASE}
+
+
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     out = [prefix]
     if isinstance(value, dict):
@@ -349,10 +402,13 @@ def top_level(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
-    path = draw(st.sampled_from([OA, AN]))
+def cases(draw: st.DrawFn) -> tuple[str, str, Any]:
+    path = draw(st.sampled_from([OA, AN, RS]))
     route = draw(st.sampled_from(ROUTES))
-    own, other = (OPENAI_BASE, ANTHROPIC_BASE) if path == OA else (ANTHROPIC_BASE, OPENAI_BASE)
+    if draw(st.integers(0, 19)) == 19:  # not an object at all
+        return path, "none", draw(st.one_of(scalars, st.lists(junk, max_size=3), junk))
+    own = BASES[path]
+    other = BASES[draw(st.sampled_from([p for p in BASES if p != path]))]
     payload = draw(
         st.one_of(
             mutated(own), mutated(own), top_level(own), mutated(other), top_level(other), body
@@ -418,6 +474,31 @@ def send(base: str, path: str, raw: bytes) -> tuple[int, dict[str, str], bytes]:
         conn.close()
 
 
+# The event that ends a stream of each endpoint: its normal end, or its error event.
+TERMINAL = {
+    OA: lambda kind, data: data == b"[DONE]" or b'"error"' in data[:10],
+    AN: lambda kind, data: kind in (b"message_stop", b"error"),
+    RS: lambda kind, data: (
+        kind in (b"response.completed", b"response.incomplete", b"response.failed")
+    ),
+}
+
+
+def assert_success(path: str, headers: dict[str, str], data: bytes) -> None:
+    """A 2xx is a JSON object, or an event stream whose last event ends it."""
+    if headers["content-type"].startswith("text/event-stream"):
+        last = [block for block in data.split(b"\n\n") if block.strip()][-1]
+        kind, payload = b"", b""
+        for line in last.split(b"\n"):
+            if line.startswith(b"event: "):
+                kind = line[7:]
+            elif line.startswith(b"data: "):
+                payload = line[6:]
+        assert TERMINAL[path](kind, payload), last[:500]
+    else:
+        assert isinstance(orjson.loads(data), dict), data[:500]
+
+
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -433,4 +514,6 @@ def test_malformed_bodies_never_reach_a_500(scripted, case):
     event(f"{path} {route} {status}")
     assert status < 500, (status, data[:500], raw[:2000])
     if status >= 400:
-        assert_error("openai" if path == OA else "anthropic", status, headers, data, status)
+        assert_error(ERRORS[path], status, headers, data, status)
+    else:
+        assert_success(path, headers, data)

@@ -480,6 +480,49 @@ def test_bad_input_is_a_400_naming_the_field(stack, body, param):
     assert headers.get("x-request-id")
 
 
+def deep_list(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+# A stream event holds a repeated field three containers deep ({"response": {"metadata": ...}}),
+# and orjson writes at most 254: a list 251 deep inside one is the most an answer can repeat.
+DEEPEST = 251
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize(
+    ("field", "value", "status"),
+    [
+        ("text", {"format": {"type": "text", "extra": deep_list(DEEPEST)}}, 400),
+        ("metadata", {"k": deep_list(DEEPEST + 1)}, 400),
+        ("metadata", {"k": deep_list(DEEPEST)}, 200),
+    ],
+    ids=["text", "metadata", "metadata-at-the-limit"],
+)
+def test_a_repeated_field_too_deep_to_encode_again_is_a_400(
+    stack, upstream, unique_model, wire, stream, field, value, status
+):
+    """The answer repeats `text`, `metadata`, `tools`... inside itself: a value the translation
+    left out, nested just below what the request parser takes, would pass on the way up and
+    fail the answer with a 500; it is refused first, naming the field, and nothing is sent."""
+    model = scripted(upstream, unique_model, wire, Answer(text="fine"), stream)
+    body = {"model": model, "input": "hi", field: value, "stream": stream}
+
+    got, headers, text = post(stack, body)
+
+    assert got == status, text[:300]
+    assert headers.get("x-request-id")
+    if status == 200:
+        return
+    error = json.loads(text)["error"]
+    assert error["type"] == "invalid_request_error" and error["param"].startswith(field), error
+    assert upstream.received[model] == []
+
+
 def test_an_invalid_json_body_is_a_400(stack):
     status, _, text = post(stack, {"model": "oa-x"} | {"input": "hi"}, path="/responses")
     assert status != 404

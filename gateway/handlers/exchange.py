@@ -153,7 +153,10 @@ def _close_record(
     record.ended_at = time.time()
     if record.first_byte_at is None and response is not None:
         record.first_byte_at = record.ended_at
-    record.http_status = response.status if response is not None else 499
+    if response is not None:
+        record.http_status = response.status
+    elif record.http_status is None:  # a stream that started keeps the status it was sent with
+        record.http_status = 499  # nothing was sent: the client left (or the server stopped) first
     attempt = exchange.attempt
     if exchange.ended_by is None:
         error = attempt.aggregator.error if attempt is not None else None

@@ -155,6 +155,7 @@ class StreamRun:
             headers = {**STREAM_HEADERS, "x-request-id": self.attempt.terms.request_id}
             self.response = web.StreamResponse(headers=headers)
             await self.response.prepare(self.request)
+            self.record.http_status = self.response.status  # kept if the exchange is cancelled
         await self.response.write(data)
 
 

@@ -2,8 +2,9 @@
 
 Only the fields the gateway itself reads are checked; everything else is kept as sent
 (forward compatibility), and message contents are the translators' concern. A body the gateway
-must encode again (translated, or renamed by a route) and cannot is refused by `nested_too_deep`,
-which names the field; the client's own bytes, forwarded unchanged, are never walked.
+must encode again (translated, or renamed by a route, or repeated in the answer) and cannot is
+refused by `nested_too_deep`, which names the field; the client's own bytes, forwarded
+unchanged, are never walked.
 """
 
 from __future__ import annotations
@@ -197,7 +198,20 @@ def validate(model: type[RequestBody], obj: dict[str, Any], endpoint: str) -> Re
         param = ".".join(str(part) for part in first["loc"])
         raise _invalid(endpoint, param, first["msg"]) from None
     body.check_shapes(endpoint)
+    _check_echo(endpoint, body.echo(obj))
     return body
+
+
+def _check_echo(endpoint: str, echoed: dict[str, Any]) -> None:
+    """The answer repeats these fields inside itself (a stream's events one level deeper), so
+    they are encoded again even when the translation left them out: one nested deeper than
+    the encoder writes is refused now, by name, instead of failing the answer with a 500."""
+    if not echoed:
+        return
+    try:
+        orjson.dumps({"response": echoed})  # as deep as a stream event holds them
+    except orjson.JSONEncodeError:
+        raise nested_too_deep(endpoint, echoed) from None
 
 
 def nested_too_deep(endpoint: str, obj: dict[str, Any]) -> InvalidRequest:

@@ -167,11 +167,9 @@ FAULTS = [
         "non-json-200",
         lambda: fu.raw_body(200, b"this is not JSON, nor SSE", fu.JSON),
         whole=Refused(502, "UpstreamProtocolError", "protocol_error"),
-        # A stream without a single event: a 502 naming the missing terminator. The record
-        # calls it an UpstreamStatusError and the attempt `error_status` 502 (streaming.py,
-        # early_failure), though the upstream said 200; a whole body's is a protocol error.
-        # Which it should be is for the retry rules to say, so any upstream class passes.
-        stream=Refused(502, None, "error_status"),
+        # A stream without a single event: a 502 naming the missing terminator, a protocol
+        # error as a whole body's is (not an error status the upstream never sent).
+        stream=Refused(502, "UpstreamProtocolError", "protocol_error"),
     ),
     Fault(
         "html-502-from-a-proxy",

@@ -213,8 +213,8 @@ def early_failure(error: StreamError | None) -> GatewayError:
     """The HTTP error for a stream that failed before its first byte reached the client."""
     if error is None:
         return UpstreamProtocolError("The upstream stream ended before sending anything")
-    if error.kind == "protocol":  # not the wire's: as for a whole body, not an error status
-        return UpstreamProtocolError(error.message)
+    if error.kind in ("protocol", "truncated"):  # not the wire's, or ended before an event:
+        return UpstreamProtocolError(error.message)  # as a whole body, not an error status
     status = error.status if error.status and error.status >= 400 else 502
     status = EARLY_ERROR_STATUS.get(error.error_type or "", status)
     return UpstreamStatusError(status, error.message, error.error_type)

@@ -104,7 +104,9 @@ class Conn:
                 while await self.reader.read(65536):
                     pass
             self.peer_closed = True
-        except (TimeoutError, ConnectionError):
+        except ConnectionError:  # closed with a reset: the gateway left bytes of ours unread
+            self.peer_closed = True
+        except TimeoutError:
             pass
 
 
@@ -390,6 +392,7 @@ class FaultUpstream:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Conn(reader, writer)
         self._open.add(writer)
+        seen: Seen | None = None
         try:
             request = await self._read(reader)
             if request is None:
@@ -402,7 +405,8 @@ class FaultUpstream:
             if conn.peer_closed:
                 seen.peer_closed += 1
         except OSError:  # the gateway closed the connection first (a reset, an EBADF)
-            pass
+            if seen is not None:
+                seen.peer_closed += 1
         finally:
             self._open.discard(writer)
             writer.close()

@@ -32,6 +32,11 @@ from __future__ import annotations
 import math
 
 
+def retry_after_header(seconds: float) -> str:
+    """A `retry-after` value: whole seconds, rounded up, at least 1."""
+    return str(max(1, math.ceil(seconds)))
+
+
 class GatewayError(Exception):
     status: int = 500
     code: str = "gateway_error"
@@ -128,7 +133,7 @@ class RateLimited(AccessError):
     def __init__(self, message: str, limit: str, retry_after: int) -> None:
         super().__init__(message)
         self.limit = limit
-        self.retry_after = str(max(1, retry_after))
+        self.retry_after = retry_after_header(retry_after)
 
 
 class UpstreamError(GatewayError):
@@ -187,7 +192,7 @@ class CircuitOpen(UpstreamError):
 
     def __init__(self, message: str, retry_after: float) -> None:
         super().__init__(message)
-        self.retry_after = str(max(1, math.ceil(retry_after)))
+        self.retry_after = retry_after_header(retry_after)
 
 
 class ServiceUnavailable(GatewayError):
@@ -196,9 +201,9 @@ class ServiceUnavailable(GatewayError):
     status = 503
     code = "service_unavailable"
 
-    def __init__(self, message: str, retry_after: str | None = None) -> None:
+    def __init__(self, message: str, retry_after: float) -> None:
         super().__init__(message)
-        self.retry_after = retry_after
+        self.retry_after = retry_after_header(retry_after)
 
 
 class StreamBroken(UpstreamError):

@@ -14,9 +14,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord, fell_back
+from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord
 from gateway.resilience.circuit import STATE_VALUES
-from gateway.resilience.outcome import ANSWERS, CIRCUIT_OPEN
+from gateway.resilience.outcome import ANSWERS, read_attempts
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 CLIENT_CAUSED = frozenset({"stream_aborted"})
@@ -190,11 +190,10 @@ class GatewayMetrics:
         for attempt in attempts:
             if attempt["outcome"] not in ANSWERS:
                 self.failed_attempts.labels(attempt["provider"], attempt["outcome"]).inc()
-        tried = [a for a in attempts if a["outcome"] != CIRCUIT_OPEN]
-        answered = tried[-1]["outcome"] in ANSWERS if tried else False
-        if len(tried) > 1:
-            self.retried.labels(provider, "true" if answered else "false").inc()
-        if answered and fell_back(attempts):
+        read = read_attempts(attempts)
+        if read.tries > 1:
+            self.retried.labels(provider, "true" if read.answered else "false").inc()
+        if read.fell_back:
             self.fallbacks.labels(provider).inc()
 
     def circuit(self, target: str, state: str) -> None:

@@ -81,19 +81,6 @@ def coerce_flag(value: object) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def fell_back(attempts: list[dict[str, Any]]) -> bool:
-    """Whether the attempt that answered went to another target than the first one tried (a
-    retry at the same target is not a fallback)."""
-    tried = [a for a in attempts if a.get("outcome") != "circuit_open"]
-    if not attempts or not tried:
-        return False
-    first, last = attempts[0], tried[-1]
-    return (first.get("provider"), first.get("upstream_model")) != (
-        last.get("provider"),
-        last.get("upstream_model"),
-    )
-
-
 @dataclass(slots=True)
 class AuditRecord:
     id: str

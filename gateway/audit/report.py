@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal, get_args
 
-from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord, fell_back
+from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord
 from gateway.events import StopReason
-from gateway.resilience.outcome import ANSWERS, CIRCUIT_OPEN
+from gateway.resilience.outcome import read_attempts
 
 GroupBy = Literal["provider", "model", "route", "client"]
 GROUP_BY: Final[tuple[str, ...]] = get_args(GroupBy)
@@ -151,6 +151,7 @@ def _summarize_group(by: str, key: str, records: list[AuditRecord]) -> GroupSumm
         stops[stop_reason_of(record)] += 1
     requests = len(records)
     truncated = sum(1 for r in records if r.truncated)
+    attempts = [read_attempts(r.attempts) for r in records]
     ttfb = [ms for r in records if (ms := r.ttfb_ms) is not None]
     total = [ms for r in records if (ms := r.total_ms) is not None]
     return GroupSummary(
@@ -171,19 +172,9 @@ def _summarize_group(by: str, key: str, records: list[AuditRecord]) -> GroupSumm
         input_tokens=sum(r.input_tokens or 0 for r in records),
         output_tokens=sum(r.output_tokens or 0 for r in records),
         dropped_fields=sum(1 for r in records if r.dropped_fields),
-        retried=sum(1 for r in records if _tries(r) > 1),
-        fallbacks=sum(1 for r in records if _answered(r) and fell_back(r.attempts)),
+        retried=sum(1 for read in attempts if read.tries > 1),
+        fallbacks=sum(1 for read in attempts if read.fell_back),
     )
-
-
-def _tries(record: AuditRecord) -> int:
-    """Attempts that went upstream (a target skipped for its open circuit is not one)."""
-    return sum(1 for a in record.attempts if a.get("outcome") != CIRCUIT_OPEN)
-
-
-def _answered(record: AuditRecord) -> bool:
-    tried = [a for a in record.attempts if a.get("outcome") != CIRCUIT_OPEN]
-    return bool(tried) and tried[-1].get("outcome") in ANSWERS
 
 
 def iso_utc(timestamp: float) -> str:

@@ -55,6 +55,7 @@ from gateway.resilience.outcome import (
     CIRCUIT_OPEN,
     CLIENT_LEFT,
     Outcome,
+    attempt_entry,
     failed_outcome,
 )
 from gateway.resilience.plan import Resilience
@@ -135,7 +136,7 @@ async def serve(client: ClientFormat, gateway: Gateway, request: web.Request) ->
     return response
 
 
-SHUTTING_DOWN = ServiceUnavailable("The gateway is shutting down; retry the request", "1")
+SHUTTING_DOWN = ServiceUnavailable("The gateway is shutting down; retry the request", 1)
 
 
 def _answer_shutdown(gateway: Gateway, record: AuditRecord, task: asyncio.Task[Any] | None) -> bool:
@@ -303,15 +304,11 @@ async def _attempts(
             _note(record, target, Outcome(BROKEN, status=response.status), started)
             circuits.failed(key)
         else:
-            record.attempts.append(
-                {
-                    "provider": target.provider_name,
-                    "upstream_model": target.upstream_model,
-                    "outcome": ANSWERED,
-                    "duration_ms": round((time.monotonic() - started) * 1000, 3),
-                    "status": response.status,
-                }
+            duration = time.monotonic() - started
+            entry = attempt_entry(
+                target.provider_name, target.upstream_model, ANSWERED, duration, response.status
             )
+            record.attempts.append(entry)
             circuits.succeeded(key)
         return response
 

@@ -42,17 +42,47 @@ class Outcome:
 
     def entry(self, provider: str, upstream_model: str, duration_s: float) -> dict[str, Any]:
         """The attempt as the audit record lists it (no message, no header value but status)."""
-        entry: dict[str, Any] = {
-            "provider": provider,
-            "upstream_model": upstream_model,
-            "outcome": self.name,
-            "duration_ms": round(duration_s * 1000, 3),
-        }
-        if self.status is not None:
-            entry["status"] = self.status
+        entry = attempt_entry(provider, upstream_model, self.name, duration_s, self.status)
         if self.timeout is not None:
             entry["timeout"] = self.timeout
         return entry
+
+
+def attempt_entry(
+    provider: str, upstream_model: str, outcome: str, duration_s: float, status: int | None
+) -> dict[str, Any]:
+    """One line of `AuditRecord.attempts` (an answered attempt builds it without an Outcome)."""
+    entry: dict[str, Any] = {
+        "provider": provider,
+        "upstream_model": upstream_model,
+        "outcome": outcome,
+        "duration_ms": round(duration_s * 1000, 3),
+    }
+    if status is not None:
+        entry["status"] = status
+    return entry
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptsRead:
+    """What a record's `attempts` say, as /metrics and `gateway audit` both count it."""
+
+    tries: int  # attempts that went upstream (a target skipped for its open circuit is not one)
+    answered: bool  # the last of them reached the client
+    fell_back: bool  # ... and went to another target than the first one (not a retry at it)
+
+
+def read_attempts(attempts: list[dict[str, Any]]) -> AttemptsRead:
+    tried = [a for a in attempts if a.get("outcome") != CIRCUIT_OPEN]
+    if not tried:
+        return AttemptsRead(0, False, False)
+    first, last = attempts[0], tried[-1]
+    answered = last.get("outcome") in ANSWERS
+    moved = (first.get("provider"), first.get("upstream_model")) != (
+        last.get("provider"),
+        last.get("upstream_model"),
+    )
+    return AttemptsRead(len(tried), answered, answered and moved)
 
 
 def failed_outcome(exc: GatewayError, retry_on: Container[int]) -> Outcome:

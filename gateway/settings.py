@@ -8,18 +8,18 @@
 
 Every problem is a `ConfigError` naming the file and the key path in dotted form
 (`providers.openai.kindd: unknown key`, `routes[1].provider: no provider named "foo" ...`).
-Route indexes are 0-based, as in `ResolvedRoute.route_index`.
+Route indexes are 0-based, as in `ResolvedRoute.route_index`. The tables of resilience
+(gateway.settings_resilience) and access (gateway.settings_access) are defined beside it and
+named here too.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import cached_property
@@ -27,8 +27,6 @@ from typing import Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -37,29 +35,23 @@ from pydantic import (
 )
 
 from gateway.audit.location import default_store_url, resolve_store_url
+from gateway.settings_access import (
+    AdminSettings,
+    KeySettings,
+    LimitsSettings,
+    StateSettings,
+    _duplicate_keys,
+    hash_key,
+    hash_key_envs,
+)
+from gateway.settings_fields import ConfigError, NonEmptyStr, Seconds, _problem
+from gateway.settings_fields import Frozen as _Frozen
+from gateway.settings_fields import parse_duration as _duration
+from gateway.settings_fields import parse_size as _size
+from gateway.settings_resilience import CircuitSettings, RetrySettings, TargetSettings
 from providers.registry import KINDS, known_kinds
 
 _GLOB_CHARS: Final = frozenset("*?[")
-_BARE_KEY: Final = re.compile(r"[A-Za-z0-9_-]+")
-
-NonEmptyStr = Annotated[str, Field(min_length=1)]
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-
-
-class ConfigError(Exception):
-    """A configuration problem; `problems` holds (dotted key path or None, message) pairs."""
-
-    def __init__(self, source: str | None, problems: Sequence[tuple[str | None, str]]) -> None:
-        self.source = source
-        self.problems = tuple(problems)
-        where = f"config error in {source}" if source else "config error"
-        lines = (f"{where}: {key}: {msg}" if key else f"{where}: {msg}" for key, msg in problems)
-        super().__init__("\n".join(lines))
-
-
-class _Frozen(BaseModel):
-    # strict: TOML values are already typed, so `port = "80"` or `port = true` is a mistake.
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 class ServerSettings(_Frozen):
@@ -67,33 +59,6 @@ class ServerSettings(_Frozen):
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
     # On SIGTERM, SIGINT or SIGHUP: seconds in-flight exchanges get to finish before the flush.
     shutdown_grace: Seconds = 30.0
-
-
-class RetrySettings(_Frozen):
-    """When a failed attempt is tried again (at the next target of its route), and after how long.
-
-    Only before the first byte reached the client; backoff is full jitter (a random wait up to
-    `backoff * 2**(n-1)`, at most `max_backoff`), taken when the next target was tried already;
-    a `retry-after` longer than `max_retry_after` ends the retries there."""
-
-    attempts: Annotated[int, Field(ge=1, le=100)] = 3  # tries in all, the first one included
-    backoff: Seconds = 0.5
-    max_backoff: Seconds = 8.0
-    max_retry_after: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 30.0
-    deadline: Seconds = 60.0  # no attempt starts later than this after the request arrived
-    on_status: Annotated[tuple[Annotated[int, Field(ge=400, le=599)], ...], Field(strict=False)] = (
-        408,
-        429,
-        500,
-        502,
-        503,
-        504,
-        529,
-    )
-
-    _durations = field_validator(
-        "backoff", "max_backoff", "max_retry_after", "deadline", mode="before"
-    )(classmethod(lambda cls, v: _duration(v)))
 
 
 class ProviderSettings(_Frozen):
@@ -178,21 +143,6 @@ class ProviderSettings(_Frozen):
         return None
 
 
-class TargetSettings(_Frozen):
-    """One place a route's requests may go: a provider and the model name it is asked for."""
-
-    provider: NonEmptyStr
-    upstream_model: NonEmptyStr | None = None  # None: the client's own model name
-    # Share of the route's traffic; 0: a fallback only, tried when the others failed.
-    weight: Annotated[float, Field(ge=0, allow_inf_nan=False, strict=False)] = 1.0
-
-    @cached_property  # in the instance's __dict__ once read: a pydantic private attribute
-    def key(self) -> str:  # would go through __getattr__ on every request
-        """The target's name in circuits, /health and metrics: "provider/upstream_model", with
-        "*" for the client's own model name."""
-        return f"{self.provider}/{self.upstream_model or '*'}"
-
-
 class RouteSettings(_Frozen):
     match: NonEmptyStr
     provider: NonEmptyStr | None = None  # one target (shorthand for `targets`)
@@ -223,16 +173,6 @@ class RouteSettings(_Frozen):
         return self._target_list
 
 
-class CircuitSettings(_Frozen):
-    """Per target: after `failures` failures in a row it is skipped for `cooldown`, then one
-    request probes it (half-open): a success closes the circuit, a failure opens it again."""
-
-    failures: Annotated[int, Field(ge=0)] = 5  # 0: no circuit breaking
-    cooldown: Seconds = 30.0
-
-    _cooldown = field_validator("cooldown", mode="before")(classmethod(lambda cls, v: _duration(v)))
-
-
 class TruncationSettings(_Frozen):
     tool_calls: Literal["withhold", "pass"] = "withhold"
 
@@ -243,31 +183,6 @@ class AuditSettings(_Frozen):
     store: NonEmptyStr = Field(default_factory=lambda: default_store_url(os.environ))
     log_content: bool = False
     queue_size: Annotated[int, Field(ge=1)] = 10000  # records waiting for the writer
-
-
-_DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)?")
-_DURATION_UNITS: Final = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_SIZE: Final = re.compile(r"(\d+)\s*(B|KiB|MiB|GiB)?")
-_SIZE_UNITS: Final = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
-
-
-def _duration(value: Any) -> Any:
-    """Seconds as a number, or a string such as "90s", "30m", "1h", "24h", "7d"."""
-    if isinstance(value, str):
-        match = _DURATION.fullmatch(value.strip())
-        if match is None:
-            raise ValueError('must be seconds or a duration such as "30m", "1h", "24h"')
-        return float(match[1]) * _DURATION_UNITS[match[2]]
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-def _size(value: Any) -> Any:
-    if isinstance(value, str):
-        match = _SIZE.fullmatch(value.strip())
-        if match is None:
-            raise ValueError('must be bytes or a size such as "64MiB", "1GiB"')
-        return int(match[1]) * _SIZE_UNITS[match[2]]
-    return value
 
 
 class ResponsesSettings(_Frozen):
@@ -293,117 +208,6 @@ class ResponsesSettings(_Frozen):
 class AgentGuardSettings(_Frozen):
     identical_tool_calls: Annotated[int, Field(ge=2)] = 4
     action: Literal["flag", "reject"] = "flag"
-
-
-_SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
-
-
-def _sha256(value: Any) -> Any:
-    if isinstance(value, str):
-        digest = value.strip().lower()
-        if _SHA256_HEX.fullmatch(digest) is None:
-            # Never echoed: someone may have pasted the key itself here.
-            raise ValueError(
-                "must be the key's SHA-256 as 64 hex digits (from `gateway keys hash`), "
-                "never the key itself"
-            )
-        return digest
-    return value
-
-
-class _HashedKey(_Frozen):
-    """A secret given by its SHA-256 (`sha256`) or by the environment variable holding it
-    (`key_env`, hashed by parse_settings at load; the key itself is never kept)."""
-
-    sha256: str | None = None
-    key_env: NonEmptyStr | None = None
-
-    _digest = field_validator("sha256", mode="before")(classmethod(lambda cls, v: _sha256(v)))
-
-    @model_validator(mode="after")
-    def _one_source(self) -> _HashedKey:
-        if (self.sha256 is None) == (self.key_env is None):
-            raise ValueError("give sha256 or key_env (exactly one)")
-        return self
-
-
-class KeySettings(_HashedKey):
-    """One `[[keys]]` table: a gateway key that clients present, its routes and its limits."""
-
-    name: NonEmptyStr
-    routes: Annotated[tuple[NonEmptyStr, ...], Field(strict=False, min_length=1)] = ("*",)
-    requests_per_window: Annotated[int, Field(ge=1)] | None = None
-    tokens_per_window: Annotated[int, Field(ge=1)] | None = None
-    window: Seconds = 60.0
-
-    _window = field_validator("window", mode="before")(classmethod(lambda cls, v: _duration(v)))
-
-    def allows(self, route: RouteSettings, model: str) -> bool:
-        """Whether a glob of `routes` matches the route's `match` or the client's model name."""
-        return any(fnmatchcase(route.match, g) or fnmatchcase(model, g) for g in self.routes)
-
-
-class AdminSettings(_Frozen):
-    """`[admin]`: the key `/metrics` asks for once gateway keys are on."""
-
-    sha256: str | None = None
-    key_env: NonEmptyStr | None = None
-
-    _digest = field_validator("sha256", mode="before")(classmethod(lambda cls, v: _sha256(v)))
-
-    @model_validator(mode="after")
-    def _at_most_one_source(self) -> AdminSettings:
-        if self.sha256 is not None and self.key_env is not None:
-            raise ValueError("give sha256 or key_env, not both")
-        return self
-
-    @property
-    def configured(self) -> bool:
-        return self.sha256 is not None or self.key_env is not None
-
-
-class LimitsSettings(_Frozen):
-    max_concurrent: Annotated[int, Field(ge=0)] = 0  # exchanges at once, this replica; 0: none
-    max_concurrent_per_key: Annotated[int, Field(ge=0)] = 0  # per gateway key; 0: no limit
-    max_body_bytes: Annotated[int, Field(ge=1)] = 64 * 1024**2
-    max_header_bytes: Annotated[int, Field(ge=1024, le=16384)] = 8190  # a header line, the URL
-    max_headers: Annotated[int, Field(ge=16)] = 128
-    metric_models: Annotated[int, Field(ge=1)] = 100  # distinct `model` labels on /metrics
-
-    _bytes = field_validator("max_body_bytes", mode="before")(classmethod(lambda cls, v: _size(v)))
-
-
-class StateSettings(_Frozen):
-    """`[state]`: where rate limits, token budgets and per-key concurrency are counted."""
-
-    redis: NonEmptyStr | None = None  # redis://[:password@]host:port/db; None: in memory
-    prefix: NonEmptyStr = "llm-gateway:"  # of every Redis key the gateway writes
-    timeout: Seconds = 0.5  # per Redis operation, before the limits fail open
-
-    _timeout = field_validator("timeout", mode="before")(classmethod(lambda cls, v: _duration(v)))
-
-    @field_validator("redis")
-    @classmethod
-    def _redis_url(cls, url: str | None) -> str | None:
-        if url is not None and urlsplit(url).scheme not in ("redis", "rediss", "unix"):
-            raise ValueError("must be a redis://, rediss:// or unix:// URL")
-        return url
-
-
-def _duplicate_keys(keys: Sequence[KeySettings]) -> list[tuple[str | None, str]]:
-    """Two keys of one name, or of one hash (then no one could tell them apart)."""
-    problems: list[tuple[str | None, str]] = []
-    names: dict[str, int] = {}
-    digests: dict[str, int] = {}
-    for i, key in enumerate(keys):
-        if key.name in names:
-            problems.append((f"keys[{i}].name", f"keys[{names[key.name]}] has this name"))
-        names.setdefault(key.name, i)
-        if key.sha256 is not None:
-            if key.sha256 in digests:
-                problems.append((f"keys[{i}]", f"the same key as keys[{digests[key.sha256]}]"))
-            digests.setdefault(key.sha256, i)
-    return problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -524,24 +328,7 @@ def parse_settings(
 
 
 def _with_keys_hashed(settings: Settings, source: str | None, env: Mapping[str, str]) -> Settings:
-    """Each `key_env` read from `env` and replaced by its SHA-256 (the variable's name stays, for
-    the startup report); the key itself is not kept. ConfigError when a variable is unset."""
-    problems: list[tuple[str | None, str]] = []
-
-    def hashed(item: _HashedKey | AdminSettings, where: str) -> Any:
-        var = item.key_env
-        if var is None or item.sha256 is not None:
-            return item
-        secret = env.get(var)
-        if not secret:
-            problems.append(
-                (f"{where}.key_env", f"${var} is {'empty' if var in env else 'not set'}")
-            )
-            return item
-        return item.model_copy(update={"sha256": hash_key(secret)})
-
-    keys = tuple(hashed(key, f"keys[{i}]") for i, key in enumerate(settings.keys))
-    admin = hashed(settings.admin, "admin")
+    keys, admin, problems = hash_key_envs(settings.keys, settings.admin, env)
     if problems:
         raise ConfigError(source, problems)
     if keys == settings.keys and admin is settings.admin:
@@ -550,12 +337,6 @@ def _with_keys_hashed(settings: Settings, source: str | None, env: Mapping[str, 
     if duplicates:
         raise ConfigError(source, duplicates)
     return settings.model_copy(update={"keys": keys, "admin": admin})
-
-
-def hash_key(key: str) -> str:
-    """The hex SHA-256 of a key, as `[[keys]] sha256` holds it (surrounding whitespace, such as
-    the newline of `echo KEY | gateway keys hash`, is not part of the key)."""
-    return hashlib.sha256(key.strip().encode()).hexdigest()
 
 
 def _with_responses_store_located(
@@ -623,31 +404,27 @@ def default_settings(env: Mapping[str, str] = os.environ) -> Settings:
     return parse_settings(data, "<built-in default>", env=env)
 
 
-_MESSAGES: Final[Mapping[str, str]] = {
-    "extra_forbidden": "unknown key",
-    "missing": "required key missing",
-    "model_type": "must be a table",
-    "dict_type": "must be a table",
-    "tuple_type": "must be an array of tables",
-    "string_too_short": "must not be empty",
-    "too_short": "must not be empty",
-}
-
-
-def _problem(err: Mapping[str, Any]) -> tuple[str | None, str]:
-    # Never echo err["input"]: it may be an API key.
-    msg = _MESSAGES.get(err["type"])
-    if msg is None:
-        msg = err["msg"].removeprefix("Value error, ").replace("Input should be", "must be", 1)
-    return _key_path(err["loc"]) or None, msg
-
-
-def _key_path(loc: Sequence[int | str]) -> str:
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            key = part if _BARE_KEY.fullmatch(part) else json.dumps(part)
-            path += f".{key}" if path else key
-    return path
+__all__ = [
+    "AdminSettings",
+    "AgentGuardSettings",
+    "AuditSettings",
+    "CircuitSettings",
+    "ConfigError",
+    "KeySettings",
+    "LimitsSettings",
+    "ProviderSettings",
+    "ResolvedRoute",
+    "ResolvedTarget",
+    "ResponsesSettings",
+    "RetrySettings",
+    "RouteSettings",
+    "ServerSettings",
+    "Settings",
+    "StateSettings",
+    "TargetSettings",
+    "TruncationSettings",
+    "default_settings",
+    "hash_key",
+    "load_settings",
+    "parse_settings",
+]

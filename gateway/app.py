@@ -34,7 +34,9 @@ from gateway.state import SharedState, open_state
 from providers.registry import build_provider
 
 GATEWAY = web.AppKey("gateway", Gateway)
-STOP_AHEAD = 0.25  # seconds before the end of the shutdown grace that exchanges are stopped
+# The server's own shutdown waits this much beyond the grace before it closes the sockets under
+# the handlers: the gateway stops what is still running at the grace itself, sockets still open.
+STOP_MARGIN = 0.5
 log = logging.getLogger("gateway.app")
 
 
@@ -193,10 +195,10 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
 
     async def closing(app: web.Application) -> None:
         gateway.closing = True  # what is cancelled from now on, the server ended
-        # Just before the server's own grace ends (it then closes the sockets under the
-        # handlers), the gateway ends what is still running, so streams get their format's
-        # error event and answers not started a 503.
-        grace = max(0.0, settings.server.shutdown_grace - STOP_AHEAD)
+        # When the grace ends the gateway ends what is still running itself, before the server
+        # closes the sockets (STOP_MARGIN later), so streams get their format's error event and
+        # answers not started a 503.
+        grace = settings.server.shutdown_grace
         asyncio.get_running_loop().call_later(grace, gateway.stop_exchanges)
 
     app.cleanup_ctx.append(audit_writer)

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from gateway import logs
 from gateway.access.command import add_keys_parser, main_keys
-from gateway.app import build_app
+from gateway.app import STOP_MARGIN, build_app
 from gateway.audit.command import add_audit_parser, main_audit
 from gateway.edge import make_runner
 from gateway.listen import ListenAddress, listen_failure, open_listeners
@@ -92,7 +92,7 @@ async def run_server(
         build_app(settings),
         access_log=None,
         handle_signals=False,
-        shutdown_timeout=settings.server.shutdown_grace,
+        shutdown_timeout=settings.server.shutdown_grace + STOP_MARGIN,
     )
     try:
         try:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass

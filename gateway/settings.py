@@ -72,6 +72,10 @@ class ProviderSettings(_Frozen):
     idle_timeout: Seconds = 300.0  # the longest gap between two reads of the body
     total_timeout: Seconds = 1800.0  # one attempt, from the connect to the body's last byte
     retry: RetrySettings = RetrySettings()
+    # Kind-specific keys; the kind's row says which it needs (providers.registry.KINDS).
+    region: NonEmptyStr | None = None  # Bedrock and Vertex AI: the cloud region
+    project: NonEmptyStr | None = None  # Vertex AI: the Google Cloud project
+    api_version: NonEmptyStr | None = None  # Azure OpenAI: `api-version`, or "v1"
 
     _durations = field_validator(
         "timeout",

@@ -55,6 +55,9 @@ class AnthropicProvider:
     async def send(self, request: ProviderRequest) -> HttpReply:
         return await self._http.post(self._url, request.body, self._headers(request))
 
+    def wire_of(self, model: str) -> str:
+        return self.wire
+
     def offered_models(self) -> Sequence[str]:
         return ()
 

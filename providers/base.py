@@ -16,6 +16,8 @@ from typing import Protocol
 
 class Operation(enum.StrEnum):
     GENERATE = "generate"  # a model answer: chat completion, message, response
+    COUNT_TOKENS = "count_tokens"  # the input's token count, where the upstream offers one
+    EMBED = "embed"  # embedding vectors for the input
 
 
 @dataclass(slots=True)
@@ -46,7 +48,12 @@ class UpstreamReply(Protocol):
 
 class Provider(Protocol):
     name: str
-    wire: str  # a row of gateway.formats.registry.WIRES
+    wire: str  # a row of gateway.formats.registry.WIRES: the wire of its answers
+
+    def wire_of(self, model: str) -> str:
+        """The wire the provider speaks for `model` (`wire` for most; Vertex AI answers Gemini
+        models on the Gemini wire and Claude models on Anthropic's)."""
+        ...
 
     async def send(self, request: ProviderRequest) -> UpstreamReply:
         """Send and return once the status line and headers arrived.

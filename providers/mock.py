@@ -408,6 +408,9 @@ class MockProvider:
             return _error_reply({"type": "invalid_request_error", "message": str(exc)})
         return _encode(_ALL_SCENARIOS[scenario_for(ask.model)](ask), request.stream)
 
+    def wire_of(self, model: str) -> str:
+        return self.wire
+
     def offered_models(self) -> Sequence[str]:
         return [f"mock-{name}" for name in _ALL_SCENARIOS]
 

@@ -1,12 +1,14 @@
 """The upstream wires the gateway reads, one row each; the server and `gateway.loop` share them.
 
-A row names what reading that wire takes: a stream decoder (one per stream), the decoder of a
-whole body, the native stop-reason table and the rule that says when a stream is complete.
+A row names what reading that wire takes: the framing of its stream body (SSE for most; AWS's
+binary event stream for Bedrock), a stream decoder (one per stream), the decoder of a whole
+body, the native stop-reason table and the rule that says when a stream is complete.
 Adding a wire is adding a row and its module; nothing else compares wire names.
 
     wire = wire_for("anthropic")
-    decoder = wire.stream_decoder()
-    obj, events = decoder.decode(frame)        # per SSE frame
+    framing, decoder = wire.framing(), wire.stream_decoder()
+    frames = framing.feed(chunk)               # any chunking of the body's bytes
+    obj, events = decoder.decode(frame)        # per frame
     events = decoder.eof()                     # at the end of the body
     events = wire.body_events(body)            # a whole (non-streaming) body
 """
@@ -20,11 +22,22 @@ from typing import Any, Protocol
 
 from gateway.events import Event, StopReason
 from gateway.formats import anthropic_messages, openai_chat, openai_responses, stop_reasons
-from gateway.formats.sse import SSEFrame
+from gateway.formats.sse import SSEDecoder, SSEFrame
 
 # What a decoder raises on a frame or body that is not its wire's (orjson's errors and shape
 # errors are ValueErrors): a protocol error of the upstream, never a crash of its reader.
 UNREADABLE = (ValueError, TypeError, KeyError, AttributeError, IndexError)
+
+
+class Framing(Protocol):
+    """Splits a stream body into frames, at any chunking of its bytes. A frame of a framing
+    other than SSE is still an SSEFrame: its event name and its payload bytes."""
+
+    def feed(self, chunk: bytes) -> list[SSEFrame]: ...
+
+    def close(self) -> list[SSEFrame]:
+        """The end of the body: what it still holds as a whole frame."""
+        ...
 
 
 class StreamDecoder(Protocol):
@@ -45,6 +58,31 @@ class Completeness(enum.Enum):
 
     TERMINATOR = "only its terminator event completes it"
     EVERY_CHOICE_FINISHED = "complete once every choice it opened got a finish reason"
+    FINISH_REASON = "no terminator: complete once the answer gave its finish reason"
+
+
+@dataclass(frozen=True, slots=True)
+class WireError:
+    """What an upstream's error reply says, read by its wire's rule (None: not said)."""
+
+    message: str | None = None
+    type: str | None = None  # the error type, in the wire's own vocabulary
+    code: str | None = None
+    retry_after: str | None = None  # seconds, when the body says it (Gemini's RetryInfo)
+
+
+def error_object(parsed: Any, headers: Mapping[str, str]) -> WireError | None:
+    """The OpenAI and Anthropic shape: an `error` object with `message`, `type` and `code`;
+    None when the body has none."""
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if not isinstance(error, dict):
+        return None
+    message, kind, code = error.get("message"), error.get("type"), error.get("code")
+    return WireError(
+        message if isinstance(message, str) else None,
+        kind if isinstance(kind, str) else None,
+        code if isinstance(code, str) else None,
+    )
 
 
 def top_level_extension(obj: dict[str, Any]) -> Any:
@@ -67,6 +105,10 @@ class Wire:
     # Where a frame of this wire carries the gateway's `gateway` object, when the upstream is
     # a gateway (read by `gateway.loop`, which may talk to one).
     extension: Callable[[dict[str, Any]], Any] = top_level_extension
+    framing: Callable[[], Framing] = SSEDecoder
+    # An error reply's parsed body (any JSON, None when it was not JSON) and headers -> what it
+    # says; None when it is not the wire's error shape.
+    error_fields: Callable[[Any, Mapping[str, str]], WireError | None] = error_object
 
     def stop_reason(self, native: object) -> StopReason:
         return stop_reasons.normalized(self.stop_reasons, native)

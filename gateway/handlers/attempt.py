@@ -3,7 +3,7 @@
 The exchange keeps what belongs to the request (its id, the record, the client's format); an
 attempt keeps what belongs to one try at one upstream, so another try starts from a clean one.
 
-    attempt = Attempt(provider, wire_for(provider.wire), terms)
+    attempt = Attempt(provider, wire_for(provider.wire_of(model)), terms)
     for event in wire_events: attempt.aggregator.handle(event)
     verdict = attempt.verdict()
 """

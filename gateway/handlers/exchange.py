@@ -330,7 +330,7 @@ async def _attempt(
 ) -> web.StreamResponse:
     """One try at one target."""
     client, record = exchange.client, exchange.record
-    wire = wire_for(provider.wire)
+    wire = wire_for(provider.wire_of(target.upstream_model))
     policy = gateway.settings.truncation.tool_calls
     translation = _upstream_payload(client, wire.name, obj, raw, target.upstream_model)
     _record_dropped(record, translation.dropped)

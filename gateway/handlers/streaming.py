@@ -1,7 +1,8 @@
-"""A streamed answer: one attempt's upstream SSE body into the client's stream.
+"""A streamed answer: one attempt's upstream stream body into the client's stream.
 
-    upstream bytes -> SSEDecoder -> wire decoder -> events -> aggregator (order checked)
-                                                          -> stream writer -> client bytes
+    upstream bytes -> the wire's framing (SSE, AWS event stream) -> frames
+      -> wire decoder -> events -> aggregator (order checked)
+                                -> stream writer -> client bytes
 
 The client's response is prepared on the first byte there is to send, so a failure before it
 gets a real HTTP status in the client's error format; after it, the stream ends with the format's
@@ -31,7 +32,7 @@ from gateway.errors import (
 )
 from gateway.events import Event, Stop, StreamEnd, StreamError
 from gateway.formats.registry import UNREADABLE
-from gateway.formats.sse import SSEDecoder, SSEFrame
+from gateway.formats.sse import SSEFrame
 from gateway.handlers.attempt import BROKEN, Attempt, stopped, unreadable
 from providers.base import UpstreamReply
 
@@ -196,13 +197,13 @@ async def stream_reply(
 
 
 async def _relay(run: StreamRun, reply: UpstreamReply) -> None:
-    sse = SSEDecoder()
+    framing = run.attempt.wire.framing()
     async for chunk in reply.iter_chunks():
-        for frame in sse.feed(chunk):
+        for frame in framing.feed(chunk):
             await run.frame(frame)
             if run.over:
                 return
-    for frame in sse.close():
+    for frame in framing.close():
         await run.frame(frame)
         if run.over:
             return

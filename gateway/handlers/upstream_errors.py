@@ -1,13 +1,16 @@
-"""An upstream's error reply, read once into UpstreamStatusError (by status and structured body)."""
+"""An upstream's error reply, read once into UpstreamStatusError (by status and structured body,
+each wire's shape read by its row's `error_fields`)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from gateway.errors import UpstreamStatusError
+from gateway.formats.registry import wire_for
 
 MAX_MESSAGE = 2000
 
@@ -15,23 +18,19 @@ MAX_MESSAGE = 2000
 def status_error(
     status: int, headers: Mapping[str, str], body: bytes, wire: str
 ) -> UpstreamStatusError:
-    error: dict[str, Any] = {}
-    try:
+    parsed: Any = None
+    with contextlib.suppress(orjson.JSONDecodeError):
         parsed = orjson.loads(body)
-        if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
-            error = parsed["error"]
-    except orjson.JSONDecodeError:
-        pass
-    message = error.get("message")
-    if not isinstance(message, str) or not message:
+    error = wire_for(wire).error_fields(parsed, headers)
+    message = error.message if error is not None else None
+    if not message:
         message = f"The upstream answered HTTP {status}"
-    code = error.get("code")
     return UpstreamStatusError(
         status,
         message[:MAX_MESSAGE],
-        error_type=error.get("type") if isinstance(error.get("type"), str) else None,
-        error_code=code if isinstance(code, str) else None,
-        retry_after=headers.get("retry-after"),
-        body=body if error else None,
+        error_type=error.type if error is not None else None,
+        error_code=error.code if error is not None else None,
+        retry_after=headers.get("retry-after") or (error.retry_after if error else None),
+        body=body if error is not None else None,
         source=wire,
     )

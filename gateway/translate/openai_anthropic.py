@@ -86,8 +86,10 @@ _DEFAULTS: dict[str, Any] = {
 
 
 def translate_request(
-    body: dict[str, Any], upstream_model: str, *, default_max_tokens: int = 4096
+    body: dict[str, Any], upstream_model: str, *, default_max_tokens: int | None = 4096
 ) -> Translation:
+    """`default_max_tokens=None` leaves `max_tokens` out when the client gave none (for wires
+    translated onward from this one, whose budget is optional)."""
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object")
     n = body.get("n")
@@ -95,11 +97,11 @@ def translate_request(
         raise InvalidRequest("n > 1 is not supported by Anthropic upstreams", "n")
     drops = Drops(OPENAI_CHAT_FIELDS)
     conversation = _convert_messages(body.get("messages"))
-    out: dict[str, Any] = {
-        "model": upstream_model,
-        "max_tokens": _max_tokens(body, default_max_tokens),
-        "messages": _merge_turns(conversation.turns),
-    }
+    out: dict[str, Any] = {"model": upstream_model}
+    max_tokens = _max_tokens(body, default_max_tokens)
+    if max_tokens is not None:
+        out["max_tokens"] = max_tokens
+    out["messages"] = _merge_turns(conversation.turns)
     if conversation.system:
         out["system"] = "\n\n".join(conversation.system)
     for key in ("temperature", "top_p", "top_k"):
@@ -120,7 +122,7 @@ def translate_request(
     return Translation(out, drops.dropped())
 
 
-def _max_tokens(body: dict[str, Any], default: int) -> int:
+def _max_tokens(body: dict[str, Any], default: int | None) -> int | None:
     for key in ("max_completion_tokens", "max_tokens"):
         value = body.get(key)
         if value is None:

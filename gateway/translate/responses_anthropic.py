@@ -46,7 +46,7 @@ EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "x
 
 
 def translate_request(
-    body: dict[str, Any], upstream_model: str, *, default_max_tokens: int = 4096
+    body: dict[str, Any], upstream_model: str, *, default_max_tokens: int | None = 4096
 ) -> Translation:
     _check_input(body.get("input"))
     chat = responses_openai.translate_request(body, upstream_model)

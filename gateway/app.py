@@ -17,11 +17,18 @@ from gateway.access import AccessControl, admin_only, build_access
 from gateway.access.limits import RENEW_EVERY
 from gateway.audit.store import open_store
 from gateway.audit.writer import AuditWriter
-from gateway.client_formats import CLIENT_FORMATS, RESPONSES, ClientFormat, detect
+from gateway.client_formats import (
+    ANTHROPIC,
+    CLIENT_FORMATS,
+    OPENAI,
+    RESPONSES,
+    ClientFormat,
+    detect,
+)
 from gateway.edge import HTTP_LIMITS, HttpLimits
 from gateway.errors import GatewayError, NotFound, UpgradeRequired
-from gateway.handlers import meta
-from gateway.handlers.exchange import Gateway, serve
+from gateway.handlers import count_tokens, embeddings, meta
+from gateway.handlers.exchange import Endpoint, Gateway, serve
 from gateway.handlers.responses import error_response, new_request_id
 from gateway.handlers.stored import stored_response_handlers
 from gateway.metrics import GatewayMetrics
@@ -63,9 +70,9 @@ def _unchanged(handler: Handler) -> Handler:
     return handler
 
 
-def endpoint(client: ClientFormat, gateway: Gateway) -> Handler:
+def endpoint(client: ClientFormat, gateway: Gateway, other: Endpoint | None = None) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
-        return await serve(client, gateway, request)
+        return await serve(client, gateway, request, other)
 
     return handle
 
@@ -224,6 +231,9 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
             app.router.add_post(path, endpoint(client, gateway))
             if client.refuses_websocket:
                 app.router.add_get(path, websocket_refusal(client, not_found))
+    app.router.add_post(count_tokens.PATH, endpoint(ANTHROPIC, gateway, count_tokens.COUNT_TOKENS))
+    for path in embeddings.PATHS:
+        app.router.add_post(path, endpoint(OPENAI, gateway, embeddings.EMBED))
     get_stored, delete_stored = stored_response_handlers(response_store)
     for path in RESPONSES.paths:
         app.router.add_get(path + "/{id}", keyed(get_stored))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from providers.base import ProviderRequest
+from providers.base import Operation, ProviderRequest
 from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
 
 # The version the public API requires when the client sends none (PROTOCOLS.md c.1).
@@ -33,6 +33,7 @@ class AnthropicProvider:
     ) -> None:
         self.name = name
         self._url = base_url.rstrip("/") + "/v1/messages"
+        self._count_url = self._url + "/count_tokens"
         self._api_key = api_key
         self._http = HttpTransport(name, timeouts)
 
@@ -53,10 +54,15 @@ class AnthropicProvider:
         return headers
 
     async def send(self, request: ProviderRequest) -> HttpReply:
-        return await self._http.post(self._url, request.body, self._headers(request))
+        counting = request.operation is Operation.COUNT_TOKENS
+        url = self._count_url if counting else self._url
+        return await self._http.post(url, request.body, self._headers(request))
 
     def wire_of(self, model: str) -> str:
         return self.wire
+
+    def offers(self, operation: Operation, model: str) -> bool:
+        return operation in (Operation.GENERATE, Operation.COUNT_TOKENS)
 
     def offered_models(self) -> Sequence[str]:
         return ()

@@ -62,6 +62,11 @@ class Provider(Protocol):
         """
         ...
 
+    def offers(self, operation: Operation, model: str) -> bool:
+        """Whether the upstream answers `operation` for `model` (every provider generates; a
+        token count or embeddings only where the upstream has them)."""
+        ...
+
     def offered_models(self) -> Sequence[str]:
         """Model names this provider answers on its own, beyond the routes' (for /v1/models)."""
         ...

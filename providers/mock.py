@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from providers.base import ProviderRequest
+from providers.base import Operation, ProviderRequest
 
 Event = dict[str, Any]
 
@@ -410,6 +410,9 @@ class MockProvider:
 
     def wire_of(self, model: str) -> str:
         return self.wire
+
+    def offers(self, operation: Operation, model: str) -> bool:
+        return operation is Operation.GENERATE
 
     def offered_models(self) -> Sequence[str]:
         return [f"mock-{name}" for name in _ALL_SCENARIOS]

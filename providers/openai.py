@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from providers.base import ProviderRequest
+from providers.base import Operation, ProviderRequest
 from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
 
 
@@ -21,6 +21,9 @@ class OpenAIProvider:
 
     wire = "openai"
     path = "/chat/completions"  # under base_url
+    # Other operations' paths under base_url: the OpenAI API's embeddings, which every
+    # OpenAI-compatible server offering embeddings serves at the same path.
+    paths = {Operation.EMBED: "/embeddings"}
 
     def __init__(
         self,
@@ -30,7 +33,9 @@ class OpenAIProvider:
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
     ) -> None:
         self.name = name
-        self._url = base_url.rstrip("/") + self.path
+        base = base_url.rstrip("/")
+        self._url = base + self.path
+        self._urls = {op: base + path for op, path in self.paths.items()}
         self._api_key = api_key
         self._http = HttpTransport(name, timeouts)
 
@@ -45,10 +50,15 @@ class OpenAIProvider:
         return headers
 
     async def send(self, request: ProviderRequest) -> HttpReply:
-        return await self._http.post(self._url, request.body, self._headers(request))
+        generating = request.operation is Operation.GENERATE
+        url = self._url if generating else self._urls[request.operation]
+        return await self._http.post(url, request.body, self._headers(request))
 
     def wire_of(self, model: str) -> str:
         return self.wire
+
+    def offers(self, operation: Operation, model: str) -> bool:
+        return operation is Operation.GENERATE or operation in self._urls
 
     def offered_models(self) -> Sequence[str]:
         return ()

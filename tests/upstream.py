@@ -62,6 +62,8 @@ class FakeUpstream:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self.handle)
         app.router.add_post("/v1/messages", self.handle)
+        app.router.add_post("/v1/messages/count_tokens", self.handle)
+        app.router.add_post("/v1/embeddings", self.handle)
         return app
 
     async def handle(self, request: web.Request) -> web.StreamResponse:

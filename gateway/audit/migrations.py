@@ -72,6 +72,7 @@ COLUMNS: tuple[str, ...] = (
     "attempts",
     "timeout",
     "key_name",
+    "operation",
 )
 
 
@@ -166,6 +167,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         "audit_records: every attempt (target, outcome, duration), the timeout that fired, and "
         "the gateway key's name",
         {d: _attempts_timeout_key_v4(d) for d in DIALECTS},
+    ),
+    Migration(
+        5,
+        "audit_records.operation: what the exchange asked for (generate, count_tokens, embed)",
+        {
+            d: [f"ALTER TABLE {TABLE} ADD COLUMN operation TEXT NOT NULL DEFAULT 'generate'"]
+            for d in DIALECTS
+        },
     ),
 )
 

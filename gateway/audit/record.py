@@ -32,6 +32,9 @@ CUT_REASONS = (
 # the gateway ended it (the shutdown grace ran out). None: it ended normally.
 ENDED_BY: Final = ("client", "server")
 
+# What an exchange asked for (`AuditRecord.operation`): the values of providers.base.Operation.
+OPERATIONS: Final = ("generate", "count_tokens", "embed")
+
 # Which timeout ended an attempt (`AuditRecord.timeout`): the connect, the wait for the response
 # headers, a gap between body reads, or the attempt's whole time.
 TIMEOUTS: Final = ("connect", "first_byte", "idle", "total")
@@ -126,6 +129,9 @@ class AuditRecord:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     timeout: str | None = None  # the timeout that fired: one of TIMEOUTS
     key_name: str | None = None  # the gateway key's configured name, never the key
+    # What the exchange asked for: a model answer, or one of OPERATIONS' others (a token count,
+    # embeddings), which have no stop reason and are never cut.
+    operation: str = "generate"
 
     @property
     def ttfb_ms(self) -> float | None:

@@ -18,10 +18,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from gateway.events import Event, StopReason
 from gateway.formats import anthropic_messages, openai_chat, openai_responses, stop_reasons
+from gateway.formats.shape import token_count
 from gateway.formats.sse import SSEDecoder, SSEFrame
 
 # What a decoder raises on a frame or body that is not its wire's (orjson's errors and shape
@@ -109,6 +111,9 @@ class Wire:
     # An error reply's parsed body (any JSON, None when it was not JSON) and headers -> what it
     # says; None when it is not the wire's error shape.
     error_fields: Callable[[Any, Mapping[str, str]], WireError | None] = error_object
+    # A token-count answer (the upstream's own count of a request's input) -> the count; None:
+    # the wire has no counting, and the gateway estimates.
+    token_count: Callable[[Any], int] | None = None
 
     def stop_reason(self, native: object) -> StopReason:
         return stop_reasons.normalized(self.stop_reasons, native)
@@ -127,6 +132,7 @@ ANTHROPIC = Wire(
     anthropic_messages.response_events,
     stop_reasons.ANTHROPIC_NATIVE,
     Completeness.TERMINATOR,
+    token_count=partial(token_count, field="input_tokens"),  # POST /v1/messages/count_tokens
 )
 
 OPENAI_RESPONSES = Wire(

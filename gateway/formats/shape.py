@@ -78,3 +78,12 @@ def count(value: Any, limit: int = INT64_MAX) -> int | None:
     if isinstance(value, int) and 0 <= value <= limit:
         return value
     return None
+
+
+def token_count(body: Any, field: str) -> int:
+    """A token-count answer's number (`input_tokens`, `totalTokens`, ...): a count, else the
+    answer is not its wire's."""
+    value = count(mapping(body, "answer").get(field))
+    if value is None:
+        raise ValueError(f"{field}: not a token count")
+    return value

@@ -17,7 +17,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
@@ -69,6 +69,35 @@ from providers.base import Provider, ProviderRequest
 FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "x-api-key", "authorization")
 
 
+class AttemptRun(Protocol):
+    """One try at one target: sends the request and answers the client, or raises a
+    GatewayError the attempts loop may retry elsewhere."""
+
+    async def __call__(
+        self,
+        exchange: Exchange,
+        gateway: Gateway,
+        request: web.Request,
+        provider: Provider,
+        target: ResolvedTarget,
+        body: RequestBody,
+        obj: dict[str, Any],
+        raw: bytes,
+    ) -> web.StreamResponse: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """An endpoint other than a format's own model answers (a token count, embeddings): the
+    body it takes and its attempt. It is routed, admitted, retried, failed over and recorded
+    like every exchange; it has no stop reason and is never cut."""
+
+    operation: str  # one of gateway.audit.record.OPERATIONS
+    name: str  # how error messages name the endpoint
+    body_model: type[RequestBody]
+    run: AttemptRun
+
+
 @dataclass(slots=True)
 class Gateway:
     settings: Settings
@@ -104,10 +133,18 @@ class Exchange:
     chain: Chain | None = None  # a Responses answer to keep, and the history it continued
 
 
-async def serve(client: ClientFormat, gateway: Gateway, request: web.Request) -> web.StreamResponse:
-    """One exchange, and always its record: whatever happens, the audit trail gets it."""
+async def serve(
+    client: ClientFormat,
+    gateway: Gateway,
+    request: web.Request,
+    endpoint: Endpoint | None = None,
+) -> web.StreamResponse:
+    """One exchange, and always its record: whatever happens, the audit trail gets it. Without
+    `endpoint` it is the client format's own: a model answer."""
     request_id = new_request_id()
     record = AuditRecord(request_id, time.time(), client.name, stream=False)
+    if endpoint is not None:
+        record.operation = endpoint.operation
     exchange = Exchange(request_id, client, record)
     gateway.observer.started()
     response: web.StreamResponse | None = None
@@ -115,7 +152,7 @@ async def serve(client: ClientFormat, gateway: Gateway, request: web.Request) ->
     if task is not None:
         gateway.running.add(task)
     try:
-        response = await _exchange(exchange, gateway, request)
+        response = await _exchange(exchange, gateway, request, endpoint)
     except GatewayError as err:
         record.error_class = type(err).__name__
         if isinstance(err, UpstreamTimeout):
@@ -186,14 +223,17 @@ def _check_runaway(
 
 
 async def _exchange(
-    exchange: Exchange, gateway: Gateway, request: web.Request
+    exchange: Exchange, gateway: Gateway, request: web.Request, endpoint: Endpoint | None
 ) -> web.StreamResponse:
     client, record, settings = exchange.client, exchange.record, gateway.settings
     if gateway.access is not None:  # gateway keys and limits (gateway.access): 401, 429
         await gateway.access.admit(request, record)
     raw = await read_body(request)
     obj = parse_json(raw)
-    body = validate(client.body_model, obj, client.endpoint)
+    if endpoint is None:
+        body = validate(client.body_model, obj, client.endpoint)
+    else:
+        body = validate(endpoint.body_model, obj, endpoint.name)
     record.model = body.model
     record.stream = bool(body.stream)
     if settings.audit.log_content:
@@ -207,11 +247,13 @@ async def _exchange(
     record.upstream_model = route.upstream_model
     if gateway.access is not None:
         gateway.access.allow_route(record, route)  # 403
+    if endpoint is not None:
+        return await _attempts(exchange, gateway, request, route, body, obj, raw, endpoint.run)
     if client.keeps_responses:
         exchange.chain, obj, raw = await open_chain(gateway.responses, obj, raw, request.headers)
         record.previous_response_id = exchange.chain.parent_id
     _check_runaway(gateway, client, obj, record)
-    return await _attempts(exchange, gateway, request, route, body, obj, raw)
+    return await _attempts(exchange, gateway, request, route, body, obj, raw, _attempt)
 
 
 def _admitted(
@@ -238,6 +280,7 @@ async def _attempts(
     body: RequestBody,
     obj: dict[str, Any],
     raw: bytes,
+    run: AttemptRun,
 ) -> web.StreamResponse:
     """Attempts over the route's targets until one answers: a failure before the first byte
     reached the client moves on to the next admitted target when the retry table allows it,
@@ -270,7 +313,7 @@ async def _attempts(
         if counted:
             balancer.started(key)
         try:
-            response = await _attempt(exchange, gateway, request, provider, target, body, obj, raw)
+            response = await run(exchange, gateway, request, provider, target, body, obj, raw)
         except GatewayError as exc:
             if retries is None:
                 retries = resilience.policy(route).begin(began)

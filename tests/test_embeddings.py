@@ -12,7 +12,9 @@ import struct
 import orjson
 import pytest
 
+from gateway.errors import InvalidRequest
 from gateway.handlers.embeddings import relayed_usage
+from gateway.translate.embeddings import EMBEDDERS, openai_list
 from tests.access_util import audit_rows
 from tests.conftest import UPSTREAM_OPENAI_KEY, openai_client
 from tests.test_endpoints import lower, request
@@ -107,3 +109,67 @@ def test_missing_input_is_refused_by_name(stack):
 def test_relayed_usage_reads_only_the_tail(tail, expected):
     body = b'{"object":"list","data":[{"embedding":[0.1,0.2],"index":0}],' + tail
     assert relayed_usage(body) == expected
+
+
+# --- the other wires' rows (their providers' end-to-end tests drive them through the gateway) --
+
+
+def test_gemini_row_builds_one_request_per_text_and_reads_vectors():
+    gemini = EMBEDDERS["gemini"]
+    assert gemini.request is not None and gemini.answer is not None
+    body = gemini.request(["a", "b"], "text-embedding-004", 8)
+    assert body == {
+        "requests": [
+            {
+                "model": "models/text-embedding-004",
+                "content": {"parts": [{"text": t}]},
+                "outputDimensionality": 8,
+            }
+            for t in ("a", "b")
+        ]
+    }
+    answer = {"embeddings": [{"values": v} for v in VECTORS]}
+    assert gemini.answer(answer, 2) == (VECTORS, None)
+    with pytest.raises(ValueError):
+        gemini.answer(answer, 3)  # one vector missing: not the wire's answer
+
+
+@pytest.mark.parametrize(
+    ("model", "texts", "expected"),
+    [
+        (
+            "cohere.embed-english-v3",
+            ["a", "b"],
+            {"texts": ["a", "b"], "input_type": "search_document"},
+        ),
+        ("us.cohere.embed-v4:0", ["a"], {"texts": ["a"], "input_type": "search_document"}),
+        ("amazon.titan-embed-text-v2:0", ["a"], {"inputText": "a"}),
+    ],
+)
+def test_bedrock_row_builds_the_family_body(model, texts, expected):
+    bedrock = EMBEDDERS["bedrock"]
+    assert bedrock.request is not None
+    assert bedrock.request(texts, model, None) == expected
+
+
+def test_bedrock_titan_takes_one_text_per_request():
+    bedrock = EMBEDDERS["bedrock"]
+    assert bedrock.request is not None
+    with pytest.raises(InvalidRequest):
+        bedrock.request(["a", "b"], "amazon.titan-embed-text-v2:0", None)
+
+
+def test_bedrock_answers_titan_with_tokens_and_cohere_without():
+    bedrock = EMBEDDERS["bedrock"]
+    assert bedrock.answer is not None
+    titan = {"embedding": VECTORS[0], "inputTextTokenCount": 5}
+    assert bedrock.answer(titan, 1) == ([VECTORS[0]], 5)
+    assert bedrock.answer({"embeddings": VECTORS}, 2) == (VECTORS, None)
+    assert bedrock.answer({"embeddings": {"float": VECTORS}}, 2) == (VECTORS, None)
+
+
+def test_openai_list_encodes_base64_as_little_endian_float32():
+    out = openai_list(VECTORS, "m", None, "base64")
+    assert out["data"][0]["embedding"] == b64(VECTORS[0])
+    assert out["usage"] == {"prompt_tokens": 0, "total_tokens": 0}
+    assert openai_list(VECTORS, "m", 4, "float")["data"][1]["embedding"] == VECTORS[1]

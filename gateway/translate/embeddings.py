@@ -90,6 +90,67 @@ def encoding_format(body: dict[str, Any]) -> str:
     return str(value)
 
 
+def _gemini_request(texts: Sequence[str], model: str, dims: int | None) -> dict[str, Any]:
+    """`models/{model}:batchEmbedContents`: one request per text."""
+    extra = {"outputDimensionality": dims} if dims is not None else {}
+    return {
+        "requests": [
+            {"model": f"models/{model}", "content": {"parts": [{"text": t}]}, **extra}
+            for t in texts
+        ]
+    }
+
+
+def _vectors(values: Any, expected: int) -> Vectors:
+    if not isinstance(values, list) or len(values) != expected:
+        raise ValueError("not one vector per input")
+    for vector in values:
+        if not isinstance(vector, list) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in vector
+        ):
+            raise TypeError("a vector is not a list of numbers")
+    return values
+
+
+def _gemini_answer(body: Any, expected: int) -> tuple[Vectors, int | None]:
+    """Gemini gives vectors and no token count."""
+    embeddings = body["embeddings"]
+    return _vectors([e["values"] for e in embeddings], expected), None
+
+
+def _bedrock_request(texts: Sequence[str], model: str, dims: int | None) -> dict[str, Any]:
+    """Bedrock's InvokeModel body, by the model's family: Cohere's embed models take a list,
+    Amazon Titan's one text per call."""
+    if _family(model) == "cohere":
+        return {"texts": list(texts), "input_type": "search_document"}
+    if len(texts) != 1:
+        raise InvalidRequest(
+            f"input: {model} embeds one text per request; send one string", "input"
+        )
+    return {"inputText": texts[0], **({"dimensions": dims} if dims is not None else {})}
+
+
+def _bedrock_answer(body: Any, expected: int) -> tuple[Vectors, int | None]:
+    if "embeddings" in body:  # Cohere: a list of vectors (or by type, when asked for types)
+        found = body["embeddings"]
+        vectors = found.get("float") if isinstance(found, dict) else found
+        return _vectors(vectors, expected), None
+    tokens = body.get("inputTextTokenCount")
+    counted = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+    return _vectors([body["embedding"]], expected), counted
+
+
+def _family(model: str) -> str:
+    """`cohere.embed-v4:0`, `us.cohere.embed-...` (an inference profile): the provider part."""
+    parts = model.split(".")
+    return parts[1] if len(parts) > 2 and len(parts[0]) <= 4 else parts[0]
+
+
 OPENAI = Embedder()
 
-EMBEDDERS: Mapping[str, Embedder] = {"openai": OPENAI, "openai_responses": OPENAI}
+EMBEDDERS: Mapping[str, Embedder] = {
+    "openai": OPENAI,
+    "openai_responses": OPENAI,
+    "gemini": Embedder(_gemini_request, _gemini_answer),
+    "bedrock": Embedder(_bedrock_request, _bedrock_answer),
+}

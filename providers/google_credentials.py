@@ -181,7 +181,7 @@ class AccessTokens:
             self._failure = None
             self.refreshes += 1
             self._attempt_ended()
-            await asyncio.sleep(max(life - min(timing.refresh_ahead, life / 2), 0.05))
+            await asyncio.sleep(max(life - min(timing.refresh_ahead, life / 2), timing.retry_first))
 
     def _failed(self, exc: BaseException) -> None:
         cause = type(exc).__name__

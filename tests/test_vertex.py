@@ -351,6 +351,17 @@ def test_a_failing_token_endpoint_is_a_clear_error_in_each_format(
     assert vertex.received[claude] == []  # the upstream was never asked
     assert vertex.tokens.accounts["refused"].refused >= 1
     assert "SECRET-DESCRIPTION" not in caplog.text
+    # The keeper retries on its own; once the endpoint grants again, requests go through.
+    account = vertex.tokens.accounts["refused"]
+    account.fail_status = None
+    deadline = time.monotonic() + 30
+    while not account.minted and time.monotonic() < deadline:
+        time.sleep(0.05)
+    vertex.script(claude, script_for("anthropic", Answer(text="back"), claude, False))
+    message = anthropic_at(url).messages.create(
+        model=claude, max_tokens=5, messages=[{"role": "user", "content": "a"}]
+    )
+    assert [b.text for b in message.content if b.type == "text"] == ["back"]
 
 
 # --- Gemini models: the request side (the Gemini wire decodes the answer) ---------------------

@@ -4,7 +4,8 @@ Vertex names a model under its publisher, and each publisher speaks its own wire
 (publisher `google`) the Gemini wire, Claude models (publisher `anthropic`) the Anthropic
 Messages wire through `rawPredict` / `streamRawPredict`. The publisher follows from the model's
 name (`PUBLISHERS`, a table of rows, first match wins); so does the wire the gateway translates
-to (`wire_of`).
+to (`wire_of`). Token counting is a row too: Gemini's `countTokens`, and Anthropic's one
+`count-tokens:rawPredict` endpoint for every Claude model (the model stays in its body).
 
     provider = VertexProvider("vertex", project="my-project", region="us-east5")
     request = ProviderRequest(body, stream=True, model="claude-sonnet-4@20250514")
@@ -33,17 +34,27 @@ from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
 VERTEX_ANTHROPIC_VERSION: Final = "vertex-2023-10-16"
 
 
-def _anthropic_body(body: bytes) -> bytes:
-    """The Messages body as Vertex takes it: the model is in the URL, the version in the body."""
+def _rewritten(body: bytes, *, keep_model: bool) -> bytes:
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
         return body  # not ours to judge: the upstream answers it with its own error
     if not isinstance(obj, dict):
         return body
-    obj.pop("model", None)
+    if not keep_model:
+        obj.pop("model", None)
     obj["anthropic_version"] = VERTEX_ANTHROPIC_VERSION
     return orjson.dumps(obj)
+
+
+def _anthropic_body(body: bytes) -> bytes:
+    """The Messages body as Vertex takes it: the model is in the URL, the version in the body."""
+    return _rewritten(body, keep_model=False)
+
+
+def _anthropic_count_body(body: bytes) -> bytes:
+    """Vertex's count-tokens endpoint is one for every Claude model: the model stays in the body."""
+    return _rewritten(body, keep_model=True)
 
 
 def _unchanged(body: bytes) -> bytes:
@@ -51,15 +62,24 @@ def _unchanged(body: bytes) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
+class Method:
+    """What follows `models/` for one operation: the method (with its query) after the model,
+    a fixed model segment where the endpoint is not per model, and the body's rewrite."""
+
+    name: str
+    rewrite: Callable[[bytes], bytes] = _unchanged
+    model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Publisher:
-    """One Vertex publisher: which models are its, the wire they speak, the URL method per
-    (operation, streamed), the body rewrite, and the client headers forwarded."""
+    """One Vertex publisher: which models are its, the wire they speak, the method per
+    (operation, streamed), and the client headers forwarded."""
 
     name: str  # the URL's `publishers/<name>` segment
     wire: str  # a row of gateway.formats.registry.WIRES
     prefixes: tuple[str, ...]  # model names it owns; () matches every model (the last row)
-    methods: Mapping[tuple[Operation, bool], str]
-    rewrite: Callable[[bytes], bytes] = _unchanged
+    methods: Mapping[tuple[Operation, bool], Method]
     forwarded: tuple[str, ...] = ()
 
     def owns(self, model: str) -> bool:
@@ -72,10 +92,12 @@ PUBLISHERS: Final[tuple[Publisher, ...]] = (
         "anthropic",
         ("claude-",),
         {
-            (Operation.GENERATE, False): "rawPredict",
-            (Operation.GENERATE, True): "streamRawPredict",
+            (Operation.GENERATE, False): Method("rawPredict", _anthropic_body),
+            (Operation.GENERATE, True): Method("streamRawPredict", _anthropic_body),
+            (Operation.COUNT_TOKENS, False): Method(
+                "rawPredict", _anthropic_count_body, model="count-tokens"
+            ),
         },
-        rewrite=_anthropic_body,
         forwarded=("anthropic-beta",),
     ),
     Publisher(
@@ -83,8 +105,9 @@ PUBLISHERS: Final[tuple[Publisher, ...]] = (
         "gemini",
         (),
         {
-            (Operation.GENERATE, False): "generateContent",
-            (Operation.GENERATE, True): "streamGenerateContent?alt=sse",
+            (Operation.GENERATE, False): Method("generateContent"),
+            (Operation.GENERATE, True): Method("streamGenerateContent?alt=sse"),
+            (Operation.COUNT_TOKENS, False): Method("countTokens"),
         },
     ),
 )
@@ -134,17 +157,21 @@ class VertexProvider:
         self._tokens = tokens if tokens is not None or api_key is not None else AccessTokens(name)
         self._http = HttpTransport(name, timeouts)
 
-    def url(self, publisher: Publisher, model: str, operation: Operation, stream: bool) -> str:
+    def method(self, publisher: Publisher, operation: Operation, stream: bool) -> Method:
         method = publisher.methods.get((operation, stream))
         if method is None:
+            streamed = " streamed" if stream else ""
             raise InvalidRequest(
-                f"provider {self.name!r} does not offer {operation.value} for {publisher.name} "
-                "models on Vertex AI"
+                f"provider {self.name!r} does not offer {operation.value}{streamed} for "
+                f"{publisher.name} models on Vertex AI"
             )
+        return method
+
+    def url(self, publisher: Publisher, method: Method, model: str) -> str:
         # The model is one path segment: `@` (Claude's version suffix) stays, `/`, `?`, `;` and
         # `:` are escaped so a name cannot reach another path or method.
-        segment = quote(model, safe="@")
-        return f"{self._models}/publishers/{publisher.name}/models/{segment}:{method}"
+        segment = method.model or quote(model, safe="@")
+        return f"{self._models}/publishers/{publisher.name}/models/{segment}:{method.name}"
 
     async def _headers(self, publisher: Publisher, request: ProviderRequest) -> dict[str, str]:
         headers = {"content-type": "application/json"}
@@ -162,9 +189,10 @@ class VertexProvider:
 
     async def send(self, request: ProviderRequest) -> HttpReply:
         publisher = publisher_of(request.model)
-        url = self.url(publisher, request.model, request.operation, request.stream)
+        method = self.method(publisher, request.operation, request.stream)
+        url = self.url(publisher, method, request.model)
         headers = await self._headers(publisher, request)
-        return await self._http.post(url, publisher.rewrite(request.body), headers)
+        return await self._http.post(url, method.rewrite(request.body), headers)
 
     def wire_of(self, model: str) -> str:
         return publisher_of(model).wire

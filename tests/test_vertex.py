@@ -20,6 +20,7 @@ import orjson
 import pytest
 
 from gateway.app import GATEWAY
+from gateway.errors import InvalidRequest
 from gateway.settings import ConfigError, parse_settings
 from providers.base import Operation, ProviderRequest
 from providers.google_credentials import AccessTokens
@@ -159,17 +160,29 @@ def test_region_endpoints_and_publishers():
     assert region_base_url("us-east5") == "https://us-east5-aiplatform.googleapis.com"
     assert region_base_url("eu") == "https://aiplatform.eu.rep.googleapis.com"
     provider = VertexProvider("vx", "p", "global", api_key="k")
-    claude, gemini = publisher_of("claude-opus-4@20250514"), publisher_of("gemini-2.5-pro")
     assert provider.wire_of("claude-opus-4@20250514") == "anthropic"
     assert provider.wire_of("gemini-2.5-pro") == "gemini"
     root = "https://aiplatform.googleapis.com/v1/projects/p/locations/global/publishers"
-    url = provider.url(claude, "claude-opus-4@20250514", Operation.GENERATE, False)
-    assert url == f"{root}/anthropic/models/claude-opus-4@20250514:rawPredict"
-    url = provider.url(gemini, "gemini-2.5-pro", Operation.GENERATE, True)
-    assert url == f"{root}/google/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+
+    def url(model: str, operation: Operation, stream: bool) -> str:
+        publisher = publisher_of(model)
+        return provider.url(publisher, provider.method(publisher, operation, stream), model)
+
+    claude = "claude-opus-4@20250514"
+    assert url(claude, Operation.GENERATE, False) == f"{root}/anthropic/models/{claude}:rawPredict"
+    assert url(claude, Operation.GENERATE, True).endswith(f"/{claude}:streamRawPredict")
+    count = url(claude, Operation.COUNT_TOKENS, False)
+    assert count == f"{root}/anthropic/models/count-tokens:rawPredict"
+    assert url("gemini-2.5-pro", Operation.GENERATE, True) == (
+        f"{root}/google/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+    )
+    assert url("gemini-2.5-pro", Operation.COUNT_TOKENS, False).endswith(":countTokens")
     # A client's model name stays one path segment.
-    url = provider.url(gemini, "../x:y?z", Operation.GENERATE, False)
-    assert url == f"{root}/google/models/..%2Fx%3Ay%3Fz:generateContent"
+    assert url("../x:y?z", Operation.GENERATE, False) == (
+        f"{root}/google/models/..%2Fx%3Ay%3Fz:generateContent"
+    )
+    with pytest.raises(InvalidRequest, match="does not offer embed for google models"):
+        url("gemini-embedding-001", Operation.EMBED, False)
 
 
 # --- Claude models through the Anthropic SDK -------------------------------------------------
@@ -417,3 +430,33 @@ def test_an_api_key_is_sent_as_x_goog_api_key(stack, vertex, unique_model):
     got = vertex.last(model).headers
     assert got["x-goog-api-key"] == "AIza-SECRET"
     assert "authorization" not in got  # neither a token nor the client's own credential
+
+
+def test_count_tokens_for_claude_goes_to_the_shared_endpoint(
+    stack, vertex, claude, monkeypatch, tmp_path
+):
+    key = vertex.tokens.account("count").key_file(tmp_path)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    vertex.script("count-tokens", Script(body=b'{"input_tokens": 12}'))
+    body = orjson.dumps({"model": claude, "messages": [{"role": "user", "content": "hi"}]})
+    provider = VertexProvider("vx", PROJECT, REGION, vertex.url)
+    request = ProviderRequest(body, False, claude, Operation.COUNT_TOKENS)
+
+    async def send() -> bytes:
+        try:
+            reply = await provider.send(request)
+            answer = await reply.read()
+            reply.release()
+            return answer
+        finally:
+            await provider.close()
+
+    assert orjson.loads(stack.run(send())) == {"input_tokens": 12}
+    got = vertex.last("count-tokens")
+    assert got.path == model_path("count-tokens", "rawPredict")
+    # One endpoint for every Claude model: the model stays in the body.
+    assert got.json == {
+        "model": claude,
+        "messages": [{"role": "user", "content": "hi"}],
+        "anthropic_version": "vertex-2023-10-16",
+    }

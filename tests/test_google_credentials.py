@@ -125,3 +125,19 @@ async def test_close_ends_the_keeper():
     calls = credentials.calls
     await asyncio.sleep(0.5)
     assert credentials.calls == calls
+
+
+async def test_credentials_that_cannot_be_loaded_name_the_cause(monkeypatch, tmp_path):
+    """The real ADC loader, pointed at a file that is not there: read in the keeper's thread
+    (blockbuster fails a file read in the loop), reported by the error's class only."""
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    tokens = AccessTokens("vx", timing=FAST)
+    try:
+        with pytest.raises(UpstreamCredentialsUnavailable) as raised:
+            await tokens.current()
+        assert str(raised.value) == (
+            "upstream 'vx': could not obtain a Google access token (DefaultCredentialsError)"
+        )
+        assert "missing.json" not in str(raised.value)
+    finally:
+        await tokens.close()

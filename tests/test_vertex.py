@@ -363,7 +363,8 @@ def test_a_failing_token_endpoint_is_a_clear_error_in_each_format(
     assert "could not obtain a Google access token" in failed.value.body["message"]
     assert vertex.received[claude] == []  # the upstream was never asked
     assert vertex.tokens.accounts["refused"].refused >= 1
-    assert "SECRET-DESCRIPTION" not in caplog.text
+    assert caplog.records and "SECRET-DESCRIPTION" not in caplog.text
+    assert not [r for r in caplog.records if "SECRET-DESCRIPTION" in str(vars(r))]
     # The keeper retries on its own; once the endpoint grants again, requests go through.
     account = vertex.tokens.accounts["refused"]
     account.fail_status = None

@@ -117,7 +117,7 @@ class AccessTokens:
         self._timing = timing
         self._token: str | None = None
         self._usable_until = 0.0  # loop time
-        self._failure: UpstreamCredentialsUnavailable | None = None
+        self._failure: str | None = None  # why the last attempt failed, until one succeeds
         self._attempted: asyncio.Event | None = None  # set when the attempt under way ends
         self._task: asyncio.Task[None] | None = None
         self.refreshes = 0  # tokens obtained so far (for the record and for tests)
@@ -129,8 +129,8 @@ class AccessTokens:
         if token is not None and loop.time() < self._usable_until:
             return token
         self._start(loop)
-        if self._failure is not None:
-            raise self._failure
+        if self._failure is not None:  # a fresh exception each time: one raised again and
+            raise UpstreamCredentialsUnavailable(self._failure)  # again grows its traceback
         attempted = self._attempted
         assert attempted is not None  # set by _start
         try:
@@ -144,8 +144,8 @@ class AccessTokens:
         token = self._token
         if token is not None and loop.time() < self._usable_until:
             return token
-        raise self._failure or UpstreamCredentialsUnavailable(
-            f"upstream {self._provider!r}: no valid Google access token"
+        raise UpstreamCredentialsUnavailable(
+            self._failure or f"upstream {self._provider!r}: no valid Google access token"
         )
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -189,7 +189,7 @@ class AccessTokens:
             "google credentials: refresh failed",
             extra={"provider": self._provider, "error_class": cause},
         )
-        self._failure = UpstreamCredentialsUnavailable(
+        self._failure = (
             f"upstream {self._provider!r}: could not obtain a Google access token ({cause})"
         )
         self._attempt_ended()

@@ -12,8 +12,9 @@ to (`wire_of`). Token counting is a row too: Gemini's `countTokens`, and Anthrop
     reply = await provider.send(request)
 
 Requests carry `Authorization: Bearer <token>` from Application Default Credentials, kept fresh
-off the request path (`providers.google_credentials`); a configured `api_key` (Vertex express
-mode) is sent as `x-goog-api-key` instead. The client's own credential is never forwarded.
+off the request path (`providers.google_credentials`); a configured `api_key` (a Google Cloud
+API key) is sent as `x-goog-api-key` instead, on the same project URLs (express mode's URLs
+without a project are not built). The client's own credential is never forwarded.
 """
 
 from __future__ import annotations

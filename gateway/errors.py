@@ -21,6 +21,7 @@ GatewayError                      status, code; rendered per client format at th
 └── UpstreamError                 the upstream failed
     ├── UpstreamStatusError       the upstream answered 4xx/5xx (status kept)
     ├── UpstreamUnreachable       502: connection refused, DNS, reset before a response
+    │   └── UpstreamCredentialsUnavailable  502: no token for the upstream (e.g. Google ADC)
     ├── UpstreamTimeout           504: no answer in time
     ├── UpstreamProtocolError     502: the upstream's answer is not its wire format
     ├── CircuitOpen               503: every target of the route is cooling down after failures
@@ -168,6 +169,13 @@ class UpstreamStatusError(UpstreamError):
 class UpstreamUnreachable(UpstreamError):
     status = 502
     code = "upstream_unreachable"
+
+
+class UpstreamCredentialsUnavailable(UpstreamUnreachable):
+    """The provider could not obtain the credential it signs requests with (a token endpoint
+    that failed, a key file that cannot be read): the upstream was never asked."""
+
+    code = "upstream_credentials_unavailable"
 
 
 class UpstreamTimeout(UpstreamError):

@@ -132,6 +132,13 @@ class ProviderSettings(_Frozen):
         return url.rstrip("/")
 
     @model_validator(mode="after")
+    def _kind_keys(self) -> ProviderSettings:
+        missing = [key for key in KINDS[self.kind].required if getattr(self, key) is None]
+        if missing:
+            raise ValueError(f'kind "{self.kind}" needs {" and ".join(missing)}')
+        return self
+
+    @model_validator(mode="after")
     def _one_key_source(self) -> ProviderSettings:
         if self.api_key is not None and self.api_key_env is not None:
             raise ValueError("give api_key or api_key_env, not both")

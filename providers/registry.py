@@ -18,6 +18,7 @@ from providers.http import Timeouts
 from providers.mock import MockProvider
 from providers.openai import OpenAIProvider
 from providers.openai_responses import OpenAIResponsesProvider
+from providers.vertex import VertexProvider
 
 
 class ProviderOptions(Protocol):
@@ -66,12 +67,30 @@ def _mock(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
     return MockProvider(name)
 
 
+def _timeouts(options: ProviderOptions) -> Timeouts:
+    return Timeouts(
+        connect=options.connect_timeout,
+        first_byte=options.first_byte_timeout,
+        idle=options.idle_timeout,
+        total=options.total_timeout,
+    )
+
+
+def _vertex(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    assert options.project is not None and options.region is not None  # the row requires them
+    return VertexProvider(
+        name, options.project, options.region, options.base_url, api_key, _timeouts(options)
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ProviderKind:
     name: str
     wire: str
     build: Builder
-    default_base_url: str | None = None  # None: the kind takes no base_url (offline)
+    default_base_url: str | None = None  # None: none (offline), or the provider derives it
+    # Keys of ProviderSettings this kind cannot do without (settings name the missing ones).
+    required: tuple[str, ...] = ()
 
 
 KINDS: Mapping[str, ProviderKind] = {
@@ -93,6 +112,7 @@ KINDS: Mapping[str, ProviderKind] = {
             "https://api.anthropic.com",
         ),
         ProviderKind("mock", MockProvider.wire, _mock),
+        ProviderKind("vertex", VertexProvider.wire, _vertex, required=("project", "region")),
     )
 }
 

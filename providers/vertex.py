@@ -198,6 +198,9 @@ class VertexProvider:
     def wire_of(self, model: str) -> str:
         return publisher_of(model).wire
 
+    def offers(self, operation: Operation, model: str) -> bool:
+        return (operation, False) in publisher_of(model).methods
+
     def offered_models(self) -> Sequence[str]:
         return ()
 

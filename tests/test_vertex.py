@@ -461,3 +461,19 @@ def test_count_tokens_for_claude_goes_to_the_shared_endpoint(
         "messages": [{"role": "user", "content": "hi"}],
         "anthropic_version": "vertex-2023-10-16",
     }
+
+
+def test_claude_count_tokens_is_vertex_own_count(main_url, vertex, claude):
+    """`/v1/messages/count_tokens` for a Claude model goes to Vertex's shared
+    `count-tokens:rawPredict`, with the model in the body, answered by Vertex's count."""
+    vertex.script("count-tokens", Script(body=orjson.dumps({"input_tokens": 321})))
+    raw = anthropic_at(main_url).messages.with_raw_response.count_tokens(
+        model=claude, messages=[{"role": "user", "content": "count me"}]
+    )
+    assert raw.parse().input_tokens == 321
+    assert orjson.loads(raw.http_response.content)["gateway"]["estimated"] is False
+    got = vertex.last("count-tokens")
+    assert got.path == model_path("count-tokens", "rawPredict")
+    assert got.json["model"] == claude
+    assert got.json["anthropic_version"] == "vertex-2023-10-16"
+    assert got.headers["authorization"].startswith("Bearer ya29.test-")

@@ -35,6 +35,7 @@ from gateway.errors import (
     ModelNotFound,
     RunawaySuspected,
     ServiceUnavailable,
+    UpstreamStatusError,
     UpstreamTimeout,
 )
 from gateway.events import StreamError
@@ -276,6 +277,8 @@ async def _attempts(
                 retries = resilience.policy(route).begin(began)
             outcome = failed_outcome(exc, retries.policy.retry_on)
             _note(record, target, outcome, started)
+            if isinstance(exc, UpstreamStatusError) and exc.details:
+                record.attempts[-1]["error_details"] = exc.details  # e.g. a filtered prompt's
             if outcome.target_failed:
                 circuits.failed(key)
             else:
@@ -331,6 +334,9 @@ async def _attempt(
     """One try at one target."""
     client, record = exchange.client, exchange.record
     wire = wire_for(provider.wire_of(target.upstream_model))
+    own = getattr(provider, "own_stop_reasons", None)  # quirk flags: the server's own values
+    if own:
+        wire = wire.with_stop_reasons(own)
     policy = gateway.settings.truncation.tool_calls
     translation = _upstream_payload(client, wire.name, obj, raw, target.upstream_model)
     _record_dropped(record, translation.dropped)

@@ -35,19 +35,20 @@ class OpenAIQuirks(BaseModel):
     max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
     """The name the server reads the output budget under. `"max_tokens"`: the gateway renames
     `max_completion_tokens` (what it writes when translating, and what newer OpenAI clients
-    send) to `max_tokens`. Needed by servers that reject the newer name (Mistral's API answers
-    422 for a field it does not know) or silently ignore it, losing the budget (llama.cpp and
-    Ollama builds from before they learned it)."""
+    send) to `max_tokens`. For servers whose API documents only `max_tokens`: Mistral (whose
+    request schema refuses fields it does not know, 422), DeepSeek, Ollama, llama.cpp and
+    OpenRouter (a server that ignores the newer name silently loses the budget)."""
 
     stream_options: bool = True
-    """False: `stream_options` is dropped from the body. Needed by servers that reject it
-    (Mistral answers 422; older vLLM and TGI builds 400). Without it such a stream may carry no
-    usage chunk, so the record's token counts stay empty rather than wrong."""
+    """False: `stream_options` is dropped from the body. For servers that refuse it: older vLLM
+    builds (400), Mistral (its request schema has no such field; it sends usage in its last
+    chunk anyway). Without it a stream may carry no usage chunk, so the record's token counts
+    stay empty rather than wrong."""
 
     strip_fields: tuple[NonEmptyStr, ...] = Field(default=(), strict=False)
-    """Top-level body fields dropped before sending, for servers that reject a field OpenAI
-    accepts: e.g. `parallel_tool_calls` (older vLLM and llama.cpp builds), `store`,
-    `metadata`, `service_tier`, `prediction` (most compatible servers)."""
+    """Top-level body fields dropped before sending, for servers that refuse a field OpenAI
+    accepts: e.g. Groq answers 400 to `logprobs`, `top_logprobs` and `logit_bias`; older vLLM
+    and llama.cpp builds refuse `parallel_tool_calls`."""
 
     finish_reasons: Mapping[NonEmptyStr, Annotated[StopReason, Field(strict=False)]] = Field(
         default_factory=dict, strict=False
@@ -55,7 +56,7 @@ class OpenAIQuirks(BaseModel):
     """Native `finish_reason` values of the server's own -> normalized stop reasons, on top of
     the OpenAI wire's table (`gateway.formats.stop_reasons.OPENAI_NATIVE`, which already holds
     the documented values of DeepSeek, vLLM, Mistral and xAI): for a server build that sends
-    something else, e.g. `{ "eos" = "stop", "max_new_tokens" = "length" }` (TGI-style values).
+    something else, e.g. `{ "eos" = "stop", "max_new_tokens" = "length" }`.
     A value not in either table is UNKNOWN, its native string kept."""
 
     @property

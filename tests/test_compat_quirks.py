@@ -10,6 +10,7 @@ anthropic SDKs.
 
 from __future__ import annotations
 
+import re
 import tomllib
 import uuid
 from collections.abc import Iterator
@@ -356,3 +357,12 @@ def test_the_example_entries_load() -> None:
     assert settings.providers["mistral"].quirks.max_tokens_field == "max_tokens"
     assert settings.providers["azure"].kind == "azure_openai"
     assert settings.providers["azure_v1"].api_version == "v1"
+
+
+def test_the_readme_examples_load() -> None:
+    text = (ROOT / "docs" / "readme-azure.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```toml\n(.*?)```", text, re.S)
+    names = set()
+    for block in blocks:
+        names |= set(parse_settings(tomllib.loads(block)).providers)
+    assert {"azure", "azure_v1", *SERVERS} <= names

@@ -450,3 +450,16 @@ class AzureStack:
                         }
             assert time.monotonic() < deadline, f"no audit record for {model}"
             time.sleep(0.02)
+
+    def records(self, model: str) -> list[str]:
+        """Every audit row of `model` as text (several exchanges), once one was written."""
+        deadline = time.monotonic() + 10
+        while True:
+            with contextlib.closing(sqlite3.connect(self.db)) as conn:
+                conn.row_factory = sqlite3.Row
+                rows = conn.execute("SELECT * FROM audit_records WHERE model = ?", (model,))
+                found = [json.dumps(dict(row)) for row in rows.fetchall()]
+            if found:
+                return found
+            assert time.monotonic() < deadline, f"no audit record for {model}"
+            time.sleep(0.02)

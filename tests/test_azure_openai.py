@@ -136,6 +136,7 @@ def test_deployment_path_with_api_version_and_api_key(azure: AzureStack, stream:
     record = azure.record(model)
     assert (record["provider"], record["upstream_model"]) == ("azure", model)
     assert record["stop_reason"] == "stop"
+    assert AZURE_KEY not in record["_row"]
     if stream:
         assert (record["input_tokens"], record["output_tokens"]) == (15, 78)
 
@@ -174,6 +175,8 @@ def test_entra_token_file_is_sent_as_bearer_and_reread_when_it_changes(
         time.sleep(0.06)
         openai_text(azure, model, False)
     azure.token_file.write_text(ENTRA_TOKEN + "\n")
+    rows = azure.records(model)
+    assert rows and not any(ENTRA_TOKEN in row or rotated in row for row in rows)
 
 
 def test_entra_token_from_an_environment_variable(azure: AzureStack) -> None:

@@ -22,6 +22,7 @@ import openai
 import orjson
 import pytest
 
+from gateway.events import StopReason
 from gateway.settings import ConfigError, parse_settings
 from tests.azure_upstream import (
     API_VERSION,
@@ -39,7 +40,7 @@ from tests.azure_upstream import (
     sse,
     usage_chunk,
 )
-from tests.fixtures_util import load_json, stream_body
+from tests.fixtures_util import chunked, load_json, replay, stream_body
 from tests.responses_upstream import response as responses_body
 from tests.responses_upstream import responses_sse, stream_events, text_item
 
@@ -361,6 +362,31 @@ def test_a_filtered_completion_is_a_content_filter_stop_with_its_categories_reco
     assert answered["outcome"] == "answered"
     assert answered["stop_details"] == {"content_filter": {"violence": "medium", "hate": "low"}}
     assert PARTIAL not in record["_row"]  # categories, never the text
+
+
+def test_the_filter_categories_survive_every_split_of_the_stream() -> None:
+    chunks = _filtered_script(True).chunks
+    assert chunks is not None
+    raw = b"".join(chunks)
+    expected = {"content_filter": {"violence": "medium", "hate": "low"}}
+    for point in range(len(raw) + 1):
+        resp = replay(raw, "openai", chunked(raw, [point])).response
+        assert (resp.stop_reason, resp.stop_details, resp.text) == (
+            StopReason.CONTENT_FILTER,
+            expected,
+            PARTIAL,
+        ), point
+        assert resp.complete and resp.terminator_seen
+
+
+def test_a_filtered_prompt_on_a_streamed_request(azure: AzureStack) -> None:
+    model = name("az")
+    azure.upstream.script(model, Script(status=400, body=filtered_prompt_body(jailbreak="high")))
+    with pytest.raises(openai.BadRequestError) as caught:
+        oai(azure).chat.completions.create(model=model, messages=MESSAGES, stream=True)  # type: ignore[arg-type]
+    assert caught.value.code == "content_filter"
+    record = azure.record(model)
+    assert record["attempts"][-1]["error_details"] == {"content_filter": {"jailbreak": "high"}}
 
 
 @pytest.mark.parametrize("client", ["openai", "anthropic", "responses"])

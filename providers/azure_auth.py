@@ -78,7 +78,7 @@ class BearerTokenFile:
         self._next = now + self._reread
         try:
             read = await asyncio.to_thread(_read_if_changed, self._path, self._mtime)
-        except OSError as exc:  # keep the token read before; the next look may succeed
+        except (OSError, ValueError) as exc:  # keep the token read before; look again later
             log.warning(
                 "provider %r: cannot read its Entra ID token file (%s)",
                 self._provider,

@@ -31,6 +31,7 @@ GatewayError                      status, code; rendered per client format at th
 from __future__ import annotations
 
 import math
+from typing import Any
 
 
 def retry_after_header(seconds: float) -> str:
@@ -156,9 +157,13 @@ class UpstreamStatusError(UpstreamError):
         retry_after: str | None = None,
         body: bytes | None = None,
         source: str | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
+        # What the error's body says beyond its message, fit for the audit record (never text):
+        # e.g. the categories of a filtered prompt (gateway.formats.registry.WireError.details).
+        self.details = details
         self.error_type = error_type
         self.error_code = error_code
         self.retry_after = retry_after

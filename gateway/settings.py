@@ -48,6 +48,8 @@ from gateway.settings_fields import Frozen as _Frozen
 from gateway.settings_fields import parse_duration as _duration
 from gateway.settings_fields import parse_size as _size
 from gateway.settings_resilience import CircuitSettings, RetrySettings, TargetSettings
+from providers.azure_auth import EntraSettings
+from providers.quirks import OpenAIQuirks
 from providers.registry import KINDS, known_kinds
 
 _GLOB_CHARS: Final = frozenset("*?[")
@@ -76,6 +78,9 @@ class ProviderSettings(_Frozen):
     region: NonEmptyStr | None = None  # Bedrock and Vertex AI: the cloud region
     project: NonEmptyStr | None = None  # Vertex AI: the Google Cloud project
     api_version: NonEmptyStr | None = None  # Azure OpenAI: `api-version`, or "v1"
+    # OpenAI Chat wire kinds: what the server does differently (providers.quirks).
+    quirks: OpenAIQuirks = OpenAIQuirks()
+    entra: EntraSettings | None = None  # Azure OpenAI: an Entra ID token instead of a key
 
     _durations = field_validator(
         "timeout",
@@ -132,24 +137,35 @@ class ProviderSettings(_Frozen):
         return url.rstrip("/")
 
     @model_validator(mode="after")
-    def _kind_keys(self) -> ProviderSettings:
-        missing = [key for key in KINDS[self.kind].required if getattr(self, key) is None]
-        if missing:
-            raise ValueError(f'kind "{self.kind}" needs {" and ".join(missing)}')
-        return self
-
-    @model_validator(mode="after")
     def _one_key_source(self) -> ProviderSettings:
         if self.api_key is not None and self.api_key_env is not None:
             raise ValueError("give api_key or api_key_env, not both")
+        if self.entra is not None and (self.api_key is not None or self.api_key_env is not None):
+            raise ValueError("give api_key / api_key_env or entra, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _kind_keys(self) -> ProviderSettings:
+        """The keys the kind's row requires, and the tables only some kinds take."""
+        kind = KINDS[self.kind]
+        missing = [key for key in kind.requires if getattr(self, key) is None]
+        if missing:
+            raise ValueError(f'kind "{self.kind}" requires {" and ".join(missing)}')
+        if not kind.quirks and "quirks" in self.model_fields_set:
+            raise ValueError(f'quirks: kind "{self.kind}" takes none (OpenAI Chat wire only)')
+        if self.entra is not None and not kind.entra:
+            raise ValueError(f'entra: kind "{self.kind}" takes none (Azure OpenAI only)')
         return self
 
     def resolve_api_key(self, env: Mapping[str, str]) -> str | None:
-        """The key to send upstream; None means forward the client's own credential."""
+        """The key to send upstream (with `entra.token_env`, the token); None means forward
+        the client's own credential (with `entra.token_file`, the provider reads the file)."""
         if self.api_key is not None:
             return self.api_key.get_secret_value()
         if self.api_key_env is not None:
             return env.get(self.api_key_env) or None
+        if self.entra is not None and self.entra.token_env is not None:
+            return env.get(self.entra.token_env) or None
         return None
 
 

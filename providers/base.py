@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gateway.events import StopReason
+
 
 class Operation(enum.StrEnum):
     GENERATE = "generate"  # a model answer: chat completion, message, response
@@ -72,3 +74,11 @@ class Provider(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+def own_stop_reasons(provider: Provider) -> Mapping[str, StopReason]:
+    """The native stop values the provider's upstream sends of its own (its quirk flags, e.g.
+    `providers.openai.OpenAIProvider.own_stop_reasons`), read on top of its wire's table by
+    `gateway.formats.registry.Wire.with_stop_reasons`. Optional: most providers have none."""
+    own = getattr(provider, "own_stop_reasons", None)
+    return own if isinstance(own, Mapping) else {}

@@ -13,11 +13,20 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from providers.anthropic import AnthropicProvider
+from providers.azure_auth import BearerTokenFile, EntraSettings
+from providers.azure_openai import (
+    ApiKeyAuth,
+    AzureAuth,
+    AzureOpenAIProvider,
+    AzureOpenAIResponsesProvider,
+    BearerAuth,
+)
 from providers.base import Provider
 from providers.http import Timeouts
 from providers.mock import MockProvider
 from providers.openai import OpenAIProvider
 from providers.openai_responses import OpenAIResponsesProvider
+from providers.quirks import OpenAIQuirks
 from providers.vertex import VertexProvider
 
 
@@ -42,29 +51,15 @@ class ProviderOptions(Protocol):
     def project(self) -> str | None: ...
     @property
     def api_version(self) -> str | None: ...
+    @property
+    def quirks(self) -> OpenAIQuirks: ...
+    @property
+    def entra(self) -> EntraSettings | None: ...
 
     def resolve_api_key(self, env: Mapping[str, str]) -> str | None: ...
 
 
 Builder = Callable[[str, ProviderOptions, str | None], Provider]
-
-
-def _http(cls: type[OpenAIProvider] | type[AnthropicProvider]) -> Builder:
-    def build(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
-        assert options.base_url is not None  # settings fill in the kind's default
-        timeouts = Timeouts(
-            connect=options.connect_timeout,
-            first_byte=options.first_byte_timeout,
-            idle=options.idle_timeout,
-            total=options.total_timeout,
-        )
-        return cls(name, options.base_url, api_key, timeouts)
-
-    return build
-
-
-def _mock(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
-    return MockProvider(name)
 
 
 def _timeouts(options: ProviderOptions) -> Timeouts:
@@ -74,6 +69,53 @@ def _timeouts(options: ProviderOptions) -> Timeouts:
         idle=options.idle_timeout,
         total=options.total_timeout,
     )
+
+
+def _http(cls: type[OpenAIProvider] | type[AnthropicProvider]) -> Builder:
+    def build(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+        assert options.base_url is not None  # settings fill in the kind's default
+        return cls(name, options.base_url, api_key, _timeouts(options))
+
+    return build
+
+
+def _openai(cls: type[OpenAIProvider]) -> Builder:
+    """An OpenAI-wire kind: its quirk flags too."""
+
+    def build(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+        assert options.base_url is not None  # settings fill in the kind's default
+        return cls(name, options.base_url, api_key, _timeouts(options), options.quirks)
+
+    return build
+
+
+def _azure(cls: type[AzureOpenAIProvider]) -> Builder:
+    """`api_key` is the resolved credential: the key, or with `entra.token_env` the token."""
+
+    def build(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+        assert options.base_url is not None and options.api_version is not None  # `requires`
+        entra = options.entra
+        auth: AzureAuth
+        if entra is None:
+            auth = ApiKeyAuth(api_key)
+        elif entra.token_file is not None:
+            auth = BearerAuth(file=BearerTokenFile(name, entra.token_file, entra.reread))
+        else:
+            auth = BearerAuth(token=api_key)
+        return cls(
+            name,
+            options.base_url,
+            options.api_version,
+            auth,
+            _timeouts(options),
+            options.quirks,
+        )
+
+    return build
+
+
+def _mock(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    return MockProvider(name)
 
 
 def _vertex(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
@@ -88,16 +130,21 @@ class ProviderKind:
     name: str
     wire: str
     build: Builder
-    default_base_url: str | None = None  # None: none (offline), or the provider derives it
-    # Keys of ProviderSettings this kind cannot do without (settings name the missing ones).
-    required: tuple[str, ...] = ()
+    default_base_url: str | None = None  # None: the kind takes no base_url (offline)
+    requires: tuple[str, ...] = ()  # ProviderSettings keys the kind cannot do without
+    quirks: bool = False  # takes `[providers.X.quirks]` (OpenAI Chat wire kinds)
+    entra: bool = False  # takes `[providers.X.entra]` (an Entra ID token: Azure OpenAI)
 
 
 KINDS: Mapping[str, ProviderKind] = {
     kind.name: kind
     for kind in (
         ProviderKind(
-            "openai", OpenAIProvider.wire, _http(OpenAIProvider), "https://api.openai.com/v1"
+            "openai",
+            OpenAIProvider.wire,
+            _openai(OpenAIProvider),
+            "https://api.openai.com/v1",
+            quirks=True,
         ),
         ProviderKind(
             "openai_responses",
@@ -112,7 +159,22 @@ KINDS: Mapping[str, ProviderKind] = {
             "https://api.anthropic.com",
         ),
         ProviderKind("mock", MockProvider.wire, _mock),
-        ProviderKind("vertex", VertexProvider.wire, _vertex, required=("project", "region")),
+        ProviderKind("vertex", VertexProvider.wire, _vertex, requires=("project", "region")),
+        ProviderKind(
+            "azure_openai",
+            AzureOpenAIProvider.wire,
+            _azure(AzureOpenAIProvider),
+            requires=("base_url", "api_version"),
+            quirks=True,
+            entra=True,
+        ),
+        ProviderKind(
+            "azure_openai_responses",
+            AzureOpenAIResponsesProvider.wire,
+            _azure(AzureOpenAIResponsesProvider),
+            requires=("base_url", "api_version"),
+            entra=True,
+        ),
     )
 }
 

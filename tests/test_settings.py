@@ -326,7 +326,8 @@ OPENAI_X = '[providers.x]\nkind = "openai"\n'
         (
             '[providers.x]\nkind = "gemini"',
             'providers.x.kind: unknown provider kind "gemini" '
-            "(known: anthropic, mock, openai, openai_responses, vertex)",
+            "(known: anthropic, azure_openai, azure_openai_responses, mock, openai, "
+            "openai_responses, vertex)",
         ),
         (OPENAI_X + "timeout = 0", "providers.x.timeout: must be greater than 0"),
         (

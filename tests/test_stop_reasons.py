@@ -35,6 +35,7 @@ OPENAI_COMPATIBLE = {
     "error": S.ERROR,
     "insufficient_system_resource": S.ERROR,
     "end_turn": S.STOP,
+    "repetition": S.STOP,
 }
 ANTHROPIC_NATIVE = {
     "end_turn": S.STOP,

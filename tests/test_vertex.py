@@ -152,7 +152,7 @@ def test_settings_name_the_missing_keys(keys, missing):
     config = {"providers": {"vx": {"kind": "vertex", **keys}}, "routes": []}
     with pytest.raises(ConfigError) as raised:
         parse_settings(config)
-    assert f'providers.vx: kind "vertex" needs {missing}' in str(raised.value)
+    assert f'providers.vx: kind "vertex" requires {missing}' in str(raised.value)
 
 
 def test_region_endpoints_and_publishers():

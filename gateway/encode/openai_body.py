@@ -31,9 +31,10 @@ def relay_body(body: dict[str, Any], verdict: Verdict, terms: ReplyTerms) -> dic
         if not choice_verdict.deliver_tool_calls:
             message.pop("tool_calls", None)
             message.pop("function_call", None)
-        choice["finish_reason"] = to_openai(
-            from_openai(native), choice_verdict.delivered_tool_calls
-        )
+        shown = from_openai(native)
+        if choice_verdict is verdict and verdict.stop_reason is not StopReason.REFUSAL:
+            shown = verdict.stop_reason  # the decoder's reading, the provider's own values too
+        choice["finish_reason"] = to_openai(shown, choice_verdict.delivered_tool_calls)
         choice["native_finish_reason"] = native
     body["gateway"] = terms.extension(verdict)
     return body

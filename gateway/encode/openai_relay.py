@@ -79,8 +79,9 @@ class OpenAIRelay:
         state: ChoiceState,
         stop: Stop | None,
     ) -> bytes:
-        shown = from_openai(finish)
-        reason = stop.reason if stop is not None else shown
+        reason = stop.reason if stop is not None else from_openai(finish)
+        # A refusal keeps its native `stop`; else the decoder's reading (a provider's own too).
+        shown = from_openai(finish) if reason is StopReason.REFUSAL else reason
         verdict = self._terms.judge(reason, finish, state.tools.calls)
         ext = self._terms.extension(verdict)
         released = self._release(state, verdict.deliver_tool_calls)

@@ -201,8 +201,36 @@ class OpenAIChatDecoder:
         if finish is not None and position not in self._finished:
             self._finished.add(position)
             if position == 0:
-                reason = stop_reason(finish, self._refused)
-                events.append(Stop(reason, finish, _stop_string(choice)))
+                events.append(_stop(stop_reason(finish, self._refused), finish, choice))
+
+
+# Azure OpenAI's filter severities; any other value is recorded as plain "filtered".
+SEVERITIES = frozenset({"safe", "low", "medium", "high"})
+
+
+def filter_details(results: Any) -> dict[str, Any] | None:
+    """Azure OpenAI's `content_filter_results` (a choice's) or `innererror.content_filter_result`
+    (a filtered prompt's) as `{"content_filter": {<category>: <severity>}}`: the categories that
+    filtered and how severe, never text (a category without a severity: "detected" or
+    "filtered"). None when the upstream sent no results."""
+    if not isinstance(results, dict) or not results:
+        return None
+    filtered: dict[str, str] = {}
+    for category, result in results.items():
+        if isinstance(result, dict) and result.get("filtered") is True and len(category) <= 64:
+            severity = result.get("severity")
+            if severity not in SEVERITIES:
+                severity = "detected" if result.get("detected") is True else "filtered"
+            filtered[category] = severity
+    return {"content_filter": filtered}
+
+
+def _stop(reason: StopReason, finish: str | None, choice: dict[str, Any]) -> Stop:
+    """A content-filter stop carries which categories filtered (read once, at the stop)."""
+    details = None
+    if reason is StopReason.CONTENT_FILTER:
+        details = filter_details(choice.get("content_filter_results"))
+    return Stop(reason, finish, _stop_string(choice), details)
 
 
 def _stop_string(choice: dict[str, Any]) -> str | None:
@@ -261,6 +289,6 @@ def response_events(body: dict[str, Any]) -> list[Event]:
     if body.get("usage"):
         events.append(usage_event(body["usage"]))
     finish = string(choice.get("finish_reason"), "finish_reason")
-    events.append(Stop(stop_reason(finish, refused), finish, _stop_string(choice)))
+    events.append(_stop(stop_reason(finish, refused), finish, choice))
     events.append(StreamEnd(terminator_seen=True))
     return events

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol
 
-from gateway.events import Event, StopReason
+from gateway.events import Event, Stop, StopReason
 from gateway.formats import anthropic_messages, openai_chat, openai_responses, stop_reasons
 from gateway.formats.shape import token_count
 from gateway.formats.sse import SSEDecoder, SSEFrame
@@ -71,6 +71,9 @@ class WireError:
     type: str | None = None  # the error type, in the wire's own vocabulary
     code: str | None = None
     retry_after: str | None = None  # seconds, when the body says it (Gemini's RetryInfo)
+    # What the audit record keeps of it beyond the message, never text: the categories of a
+    # prompt Azure OpenAI's content filter refused (`innererror.content_filter_result`).
+    details: dict[str, Any] | None = None
 
 
 def error_object(parsed: Any, headers: Mapping[str, str]) -> WireError | None:
@@ -80,10 +83,15 @@ def error_object(parsed: Any, headers: Mapping[str, str]) -> WireError | None:
     if not isinstance(error, dict):
         return None
     message, kind, code = error.get("message"), error.get("type"), error.get("code")
+    inner = error.get("innererror")
+    details = None
+    if isinstance(inner, dict):
+        details = openai_chat.filter_details(inner.get("content_filter_result"))
     return WireError(
         message if isinstance(message, str) else None,
         kind if isinstance(kind, str) else None,
         code if isinstance(code, str) else None,
+        details=details,
     )
 
 
@@ -117,6 +125,45 @@ class Wire:
 
     def stop_reason(self, native: object) -> StopReason:
         return stop_reasons.normalized(self.stop_reasons, native)
+
+    def with_stop_reasons(self, own: Mapping[str, StopReason]) -> Wire:
+        """The wire as read from an upstream that sends native stop values of its own (a
+        provider's quirk flags): `own` on top of the table, for streams and whole bodies."""
+        if not own:
+            return self
+        decoder, body_events = self.stream_decoder, self.body_events
+        return replace(
+            self,
+            stop_reasons={**self.stop_reasons, **own},
+            stream_decoder=lambda: OwnStopReasons(decoder(), own),
+            body_events=lambda body: restopped(body_events(body), own),
+        )
+
+
+def restopped(events: list[Event], own: Mapping[str, StopReason]) -> list[Event]:
+    """`events` with a Stop whose native value is in `own` normalized by it (in place)."""
+    for position, event in enumerate(events):
+        if type(event) is Stop and event.native in own:
+            assert event.native is not None
+            events[position] = replace(event, reason=own[event.native])
+    return events
+
+
+class OwnStopReasons:
+    """A stream decoder whose Stop events also read an upstream's own native values."""
+
+    __slots__ = ("_inner", "_own")
+
+    def __init__(self, inner: StreamDecoder, own: Mapping[str, StopReason]) -> None:
+        self._inner = inner
+        self._own = own
+
+    def decode(self, frame: SSEFrame) -> tuple[dict[str, Any] | None, list[Event]]:
+        obj, events = self._inner.decode(frame)
+        return obj, restopped(events, self._own) if events else events
+
+    def eof(self) -> list[Event]:
+        return restopped(self._inner.eof(), self._own)
 
 
 OPENAI = Wire(

@@ -23,6 +23,7 @@ OPENAI_NATIVE: Mapping[str, StopReason] = {
     # OpenAI-compatible servers (PROTOCOLS.md §d)
     "model_length": S.CONTEXT_WINDOW,  # Mistral
     "abort": S.ABORTED,  # vLLM
+    "repetition": S.STOP,  # vLLM (newer engines: a repetition detector ended it; native kept)
     "error": S.ERROR,  # vLLM, Mistral
     "insufficient_system_resource": S.ERROR,  # DeepSeek
     "end_turn": S.STOP,  # xAI and others

@@ -35,6 +35,7 @@ from gateway.errors import (
     ModelNotFound,
     RunawaySuspected,
     ServiceUnavailable,
+    UpstreamStatusError,
     UpstreamTimeout,
 )
 from gateway.events import StreamError
@@ -64,7 +65,7 @@ from gateway.responses_store import OffStore, ResponseStore
 from gateway.settings import ResolvedRoute, ResolvedTarget, Settings
 from gateway.translate.table import NOTHING_DROPPED, Dropped, translate_request
 from gateway.translate.translation import ToolOrigin
-from providers.base import Provider, ProviderRequest
+from providers.base import Provider, ProviderRequest, own_stop_reasons
 
 FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "x-api-key", "authorization")
 
@@ -319,6 +320,8 @@ async def _attempts(
                 retries = resilience.policy(route).begin(began)
             outcome = failed_outcome(exc, retries.policy.retry_on)
             _note(record, target, outcome, started)
+            if isinstance(exc, UpstreamStatusError) and exc.details:
+                record.attempts[-1]["error_details"] = exc.details  # e.g. a filtered prompt's
             if outcome.target_failed:
                 circuits.failed(key)
             else:
@@ -374,6 +377,7 @@ async def _attempt(
     """One try at one target."""
     client, record = exchange.client, exchange.record
     wire = wire_for(provider.wire_of(target.upstream_model))
+    wire = wire.with_stop_reasons(own_stop_reasons(provider))  # quirk flags: its own values
     policy = gateway.settings.truncation.tool_calls
     translation = _upstream_payload(client, wire.name, obj, raw, target.upstream_model)
     _record_dropped(record, translation.dropped)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from gateway.audit.record import AuditRecord
 from gateway.handlers.attempt import Attempt
+
+# The keys of a Stop's `details` the record keeps, beside the answering attempt's entry: the
+# content filter's categories and severities (Azure OpenAI). Never an explanation or any text.
+AUDITED_STOP_DETAILS: Final = ("content_filter",)
 
 
 def complete_record(
@@ -21,6 +25,7 @@ def complete_record(
         record.truncated = verdict.truncated
         record.cut_reason = verdict.cut_reason
         record.tool_calls = len(verdict.tool_calls)
+        _keep_stop_details(record, snapshot.stop_details)
         record.withheld_tool_calls = [{"id": i, "name": n} for i, n in verdict.withheld]
         if record.stream:
             record.terminator_seen = snapshot.terminator_seen
@@ -54,3 +59,13 @@ def complete_record(
                 ],
             },
         }
+
+
+def _keep_stop_details(record: AuditRecord, details: dict[str, Any] | None) -> None:
+    """The stop's native detail in the answering attempt's entry of `attempts` (a JSON column
+    the record has: no column of its own)."""
+    if not details or not record.attempts:
+        return
+    kept = {key: details[key] for key in AUDITED_STOP_DETAILS if key in details}
+    if kept:
+        record.attempts[-1]["stop_details"] = kept

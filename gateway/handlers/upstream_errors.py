@@ -33,4 +33,5 @@ def status_error(
         retry_after=headers.get("retry-after") or (error.retry_after if error else None),
         body=body if error is not None else None,
         source=wire,
+        details=error.details if error is not None else None,
     )

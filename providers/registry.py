@@ -14,6 +14,7 @@ from typing import Protocol
 
 from providers.anthropic import AnthropicProvider
 from providers.base import Provider
+from providers.gemini import GeminiProvider
 from providers.http import Timeouts
 from providers.mock import MockProvider
 from providers.openai import OpenAIProvider
@@ -62,6 +63,17 @@ def _http(cls: type[OpenAIProvider] | type[AnthropicProvider]) -> Builder:
     return build
 
 
+def _gemini(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    assert options.base_url is not None  # settings fill in the kind's default
+    timeouts = Timeouts(
+        connect=options.connect_timeout,
+        first_byte=options.first_byte_timeout,
+        idle=options.idle_timeout,
+        total=options.total_timeout,
+    )
+    return GeminiProvider(name, options.base_url, api_key, timeouts, options.api_version)
+
+
 def _mock(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
     return MockProvider(name)
 
@@ -91,6 +103,12 @@ KINDS: Mapping[str, ProviderKind] = {
             AnthropicProvider.wire,
             _http(AnthropicProvider),
             "https://api.anthropic.com",
+        ),
+        ProviderKind(
+            "gemini",
+            GeminiProvider.wire,
+            _gemini,
+            "https://generativelanguage.googleapis.com",
         ),
         ProviderKind("mock", MockProvider.wire, _mock),
     )

@@ -324,9 +324,9 @@ OPENAI_X = '[providers.x]\nkind = "openai"\n'
         ("[server]\nport = true", "server.port: must be a valid integer"),
         ('[server]\nhost = ""', "server.host: must not be empty"),
         (
-            '[providers.x]\nkind = "gemini"',
-            'providers.x.kind: unknown provider kind "gemini" '
-            "(known: anthropic, mock, openai, openai_responses)",
+            '[providers.x]\nkind = "gemeni"',
+            'providers.x.kind: unknown provider kind "gemeni" '
+            "(known: anthropic, gemini, mock, openai, openai_responses)",
         ),
         (OPENAI_X + "timeout = 0", "providers.x.timeout: must be greater than 0"),
         (

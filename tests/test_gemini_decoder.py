@@ -396,3 +396,64 @@ def test_ids_are_stable_and_distinct():
     assert gemini_ids.mint("r", 0, None) == gemini_ids.mint("r", 0, None)
     assert gemini_ids.mint("r", 0, None) != gemini_ids.mint("r", 1, None)
     assert gemini_ids.mint("r", 0, None) != gemini_ids.mint("s", 0, None)
+
+
+# PROTOCOLS.md §e.1, written out again: the table must say exactly this.
+S = StopReason
+SPEC = {
+    "STOP": S.STOP,
+    "MAX_TOKENS": S.LENGTH,
+    **dict.fromkeys(
+        [
+            "SAFETY",
+            "BLOCKLIST",
+            "PROHIBITED_CONTENT",
+            "SPII",
+            "IMAGE_SAFETY",
+            "IMAGE_PROHIBITED_CONTENT",
+            "RECITATION",
+            "IMAGE_RECITATION",
+            "MODEL_ARMOR",
+            "LANGUAGE",
+        ],
+        S.CONTENT_FILTER,
+    ),
+    **dict.fromkeys(
+        [
+            "MALFORMED_FUNCTION_CALL",
+            "UNEXPECTED_TOOL_CALL",
+            "TOO_MANY_TOOL_CALLS",
+            "MALFORMED_RESPONSE",
+            "MISSING_THOUGHT_SIGNATURE",
+        ],
+        S.MALFORMED,
+    ),
+    "CONTINUATION": S.PAUSE,
+    **dict.fromkeys(
+        [
+            "OTHER",
+            "IMAGE_OTHER",
+            "NO_IMAGE",
+            "ESCALATION",
+            "PUP_LIMITED_DISABLED",
+            "FINISH_REASON_UNSPECIFIED",
+        ],
+        S.UNKNOWN,
+    ),
+}
+SPEC_BLOCK_REASONS = [
+    "BLOCKED_REASON_UNSPECIFIED",
+    "SAFETY",
+    "OTHER",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "IMAGE_SAFETY",
+    "MODEL_ARMOR",
+    "JAILBREAK",
+]
+
+
+def test_the_table_is_the_protocols_table():
+    blocks = {BLOCK_REASON_PREFIX + reason: S.CONTENT_FILTER for reason in SPEC_BLOCK_REASONS}
+    assert dict(GEMINI_NATIVE) == {**SPEC, **blocks}
+    assert wire_for("gemini").stop_reasons is GEMINI_NATIVE

@@ -10,7 +10,10 @@ calls withheld and passed, broken streams, upstream error statuses, usage.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -595,3 +598,33 @@ def test_an_upstream_error_status_in_each_clients_format(gstack, client, stream,
         assert payload["code"] == code
     headers = error.response.headers
     assert headers.get("retry-after") == ("32" if status == 429 else None)
+
+
+# --- the audit trail -----------------------------------------------------------------------------
+
+
+def audit_row(gstack: GeminiStack, model: str) -> tuple[Any, ...]:
+    """The exchange's record, once the gateway's writer flushed it (it writes off the loop)."""
+    deadline = time.monotonic() + 10
+    while True:
+        with contextlib.closing(sqlite3.connect(gstack.audit_db())) as db:
+            rows = db.execute(
+                "SELECT provider, upstream_model, stop_reason, native_stop_reason, truncated,"
+                " withheld_tool_calls FROM audit_records WHERE model = ?",
+                (model,),
+            ).fetchall()
+        if rows or time.monotonic() > deadline:
+            assert rows, "no audit record"
+            return rows[0]
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_the_record_keeps_the_native_stop_reason_and_the_withheld_call(gstack, stream):
+    model = model_name()
+    parts = [call("weather", {"city": "Zü"})]
+    drive(gstack, "openai", stream, answer(parts, "MAX_TOKENS", stream=stream), model=model)
+    provider, upstream_model, stop, native, truncated, withheld = audit_row(gstack, model)
+    assert (provider, upstream_model, stop, native) == ("gemini", model, "length", "MAX_TOKENS")
+    assert truncated
+    assert json.loads(withheld) == [{"id": minted(None)[0], "name": "weather"}]

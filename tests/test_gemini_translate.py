@@ -235,6 +235,7 @@ def test_openai_chat_to_gemini():
         "tools": [{"type": "function", "function": {"name": "weather", "parameters": SCHEMA}}],
         "tool_choice": "required",
         "seed": 3,
+        "user": "u-1",
     }
     translation = translate_request("openai", "gemini", body, "gemini-x")
     out = translation.body
@@ -251,7 +252,7 @@ def test_openai_chat_to_gemini():
         "responseJsonSchema": SCHEMA,
     }
     assert out["toolConfig"] == {"functionCallingConfig": {"mode": "ANY"}}
-    assert translation.dropped.fields == ("seed",)
+    assert translation.dropped.fields == ("seed", "user")  # Gemini has no user id
 
 
 def test_openai_chat_tool_round_trip_to_gemini():

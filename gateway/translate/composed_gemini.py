@@ -20,20 +20,29 @@ from typing import Any
 from gateway.translate import anthropic_gemini, openai_anthropic, responses_anthropic
 from gateway.translate.translation import Dropped, Translation
 
+# The client's fields the first step carries as Anthropic's `metadata.user_id`, which Gemini
+# has no place for: named as the client sent them.
+USER_FIELDS = ("safety_identifier", "user")
+
 
 def openai_to_gemini(body: dict[str, Any], upstream_model: str) -> Translation:
     first = openai_anthropic.translate_request(body, upstream_model, default_max_tokens=None)
-    return _onward(first, upstream_model)
+    return _onward(body, first, upstream_model)
 
 
 def responses_to_gemini(body: dict[str, Any], upstream_model: str) -> Translation:
     first = responses_anthropic.translate_request(body, upstream_model, default_max_tokens=None)
-    return _onward(first, upstream_model)
+    return _onward(body, first, upstream_model)
 
 
-def _onward(first: Translation, upstream_model: str) -> Translation:
-    second = anthropic_gemini.translate_request(first.body, upstream_model)
-    return Translation(second.body, merged(first.dropped, second.dropped), first.tools)
+def _onward(body: dict[str, Any], first: Translation, upstream_model: str) -> Translation:
+    anthropic_body = dict(first.body)
+    user = Dropped()
+    if anthropic_body.pop("metadata", None) is not None:
+        user = Dropped(tuple(key for key in USER_FIELDS if body.get(key)))
+    second = anthropic_gemini.translate_request(anthropic_body, upstream_model)
+    dropped = merged(merged(first.dropped, user), second.dropped)
+    return Translation(second.body, dropped, first.tools)
 
 
 def merged(first: Dropped, second: Dropped) -> Dropped:

@@ -28,6 +28,7 @@ from gateway.events import StopReason
 from gateway.formats import gemini_ids
 from gateway.formats.stop_reasons import (
     BLOCK_REASON_PREFIX,
+    GEMINI_BLOCK_REASONS,
     GEMINI_NATIVE,
     to_anthropic,
     to_openai,
@@ -471,7 +472,7 @@ def test_every_finish_reason_row(gstack, client, stream, native):
     assert got.text == "Part"
 
 
-@pytest.mark.parametrize("reason", ["SAFETY", "PROHIBITED_CONTENT", "JAILBREAK"])
+@pytest.mark.parametrize("reason", GEMINI_BLOCK_REASONS)
 @pytest.mark.parametrize(("client", "stream"), MODES)
 def test_a_blocked_prompt_is_a_content_filter(gstack, client, stream, reason):
     body = blocked(reason)

@@ -63,14 +63,18 @@ def _http(cls: type[OpenAIProvider] | type[AnthropicProvider]) -> Builder:
     return build
 
 
-def _gemini(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
-    assert options.base_url is not None  # settings fill in the kind's default
-    timeouts = Timeouts(
+def timeouts_of(options: ProviderOptions) -> Timeouts:
+    return Timeouts(
         connect=options.connect_timeout,
         first_byte=options.first_byte_timeout,
         idle=options.idle_timeout,
         total=options.total_timeout,
     )
+
+
+def _gemini(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    assert options.base_url is not None  # settings fill in the kind's default
+    timeouts = timeouts_of(options)
     return GeminiProvider(name, options.base_url, api_key, timeouts, options.api_version)
 
 

@@ -21,13 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.events import Event, StopReason
-from gateway.formats import (
-    anthropic_messages,
-    gemini,
-    openai_chat,
-    openai_responses,
-    stop_reasons,
-)
+from gateway.formats import anthropic_messages, gemini, openai_chat, openai_responses, stop_reasons
 from gateway.formats.sse import SSEDecoder, SSEFrame
 
 # What a decoder raises on a frame or body that is not its wire's (orjson's errors and shape

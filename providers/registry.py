@@ -22,6 +22,7 @@ from providers.azure_openai import (
     BearerAuth,
 )
 from providers.base import Provider
+from providers.gemini import GeminiProvider
 from providers.http import Timeouts
 from providers.mock import MockProvider
 from providers.openai import OpenAIProvider
@@ -114,6 +115,21 @@ def _azure(cls: type[AzureOpenAIProvider]) -> Builder:
     return build
 
 
+def timeouts_of(options: ProviderOptions) -> Timeouts:
+    return Timeouts(
+        connect=options.connect_timeout,
+        first_byte=options.first_byte_timeout,
+        idle=options.idle_timeout,
+        total=options.total_timeout,
+    )
+
+
+def _gemini(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    assert options.base_url is not None  # settings fill in the kind's default
+    timeouts = timeouts_of(options)
+    return GeminiProvider(name, options.base_url, api_key, timeouts, options.api_version)
+
+
 def _mock(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
     return MockProvider(name)
 
@@ -157,6 +173,12 @@ KINDS: Mapping[str, ProviderKind] = {
             AnthropicProvider.wire,
             _http(AnthropicProvider),
             "https://api.anthropic.com",
+        ),
+        ProviderKind(
+            "gemini",
+            GeminiProvider.wire,
+            _gemini,
+            "https://generativelanguage.googleapis.com",
         ),
         ProviderKind("mock", MockProvider.wire, _mock),
         ProviderKind("vertex", VertexProvider.wire, _vertex, requires=("project", "region")),

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from gateway.events import Event, StreamEnd, StreamError
-from gateway.formats import anthropic_messages, openai_chat, openai_responses
+from gateway.formats import anthropic_messages, gemini, openai_chat, openai_responses
 from gateway.formats.sse import SSEDecoder, SSEFrame
 from gateway.normalize.aggregate import AggregatedResponse, ChunkAggregator
 
@@ -32,17 +32,20 @@ DECODERS: dict[str, Any] = {
     "openai": openai_chat.OpenAIChatDecoder,
     "anthropic": anthropic_messages.AnthropicDecoder,
     "openai_responses": openai_responses.OpenAIResponsesDecoder,
+    "gemini": gemini.GeminiDecoder,
 }
 BODY_DECODERS: dict[str, Any] = {
     "openai": openai_chat.response_events,
     "anthropic": anthropic_messages.response_events,
     "openai_responses": openai_responses.response_events,
+    "gemini": gemini.response_events,
 }
 WIRE_BY_FOLDER = {
     "openai_chat": "openai",
     "other": "openai",
     "anthropic": "anthropic",
     "openai_responses": "openai_responses",
+    "gemini": "gemini",  # `data: <line>` frames and no terminator, as the fixtures README says
 }
 EVENT_LINES = frozenset({"anthropic", "openai_responses"})  # wires whose frames name their type
 

@@ -324,9 +324,9 @@ OPENAI_X = '[providers.x]\nkind = "openai"\n'
         ("[server]\nport = true", "server.port: must be a valid integer"),
         ('[server]\nhost = ""', "server.host: must not be empty"),
         (
-            '[providers.x]\nkind = "gemini"',
-            'providers.x.kind: unknown provider kind "gemini" '
-            "(known: anthropic, azure_openai, azure_openai_responses, mock, openai, "
+            '[providers.x]\nkind = "gemeni"',
+            'providers.x.kind: unknown provider kind "gemeni" '
+            "(known: anthropic, azure_openai, azure_openai_responses, gemini, mock, openai, "
             "openai_responses, vertex)",
         ),
         (OPENAI_X + "timeout = 0", "providers.x.timeout: must be greater than 0"),

@@ -171,7 +171,16 @@ def responses_answer(native: str, model: str) -> dict[str, Any]:
     }
 
 
-# wire -> (provider settings for an upstream at URL, the path it posts to, the answer)
+def gemini_answer(native: str, model: str) -> dict[str, Any]:
+    usage = {"promptTokenCount": 3, "candidatesTokenCount": 2, "totalTokenCount": 5}
+    block = native.removeprefix("blockReason:")
+    if block != native:  # a blocked prompt has no candidates
+        return {"promptFeedback": {"blockReason": block}, "usageMetadata": usage}
+    candidate = {"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": native}
+    return {"candidates": [candidate], "usageMetadata": usage, "responseId": "r-table"}
+
+
+# wire -> (provider settings for an upstream at URL, the answer)
 Answer = Callable[[str, str], dict[str, Any]]
 WIRE_UPSTREAMS: dict[str, tuple[Callable[[str], dict[str, Any]], Answer]] = {
     "openai": (lambda url: {"kind": "openai", "base_url": f"{url}/v1"}, openai_answer),
@@ -180,7 +189,11 @@ WIRE_UPSTREAMS: dict[str, tuple[Callable[[str], dict[str, Any]], Answer]] = {
         lambda url: {"kind": "openai_responses", "base_url": f"{url}/v1"},
         responses_answer,
     ),
+    "gemini": (lambda url: {"kind": "gemini", "base_url": url}, gemini_answer),
 }
+# Where the wires that put the model in the URL have it: Gemini `models/<m>:<method>`, Bedrock
+# `model/<m>/<operation>`.
+MODEL_IN_PATH = re.compile(r"/models?/([^/:]+)[:/]")
 
 
 class TableUpstream:
@@ -197,11 +210,12 @@ class TableUpstream:
 
     async def handle(self, request: web.Request) -> web.Response:
         raw = await request.read()
-        model = orjson.loads(raw).get("model") if raw else None
-        for name, body in self.answers.items():
-            if name == model or f"/{name}" in request.path:
-                return web.Response(body=body, content_type="application/json")
-        return web.json_response({"error": {"message": "unscripted"}}, status=599)
+        in_path = MODEL_IN_PATH.search(request.path)
+        model = in_path.group(1) if in_path else orjson.loads(raw).get("model")
+        body = self.answers.get(model)
+        if body is None:
+            return web.json_response({"error": {"message": "unscripted"}}, status=599)
+        return web.Response(body=body, content_type="application/json")
 
 
 class TableStack:

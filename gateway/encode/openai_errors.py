@@ -64,5 +64,10 @@ ERRORS = ErrorFormat(
 
 # The Responses API's own error codes for what an upstream of another wire reports.
 RESPONSES_ERRORS = dataclasses.replace(
-    ERRORS, codes={"rate_limit_error": "rate_limit_exceeded", "overloaded_error": "server_error"}
+    ERRORS,
+    codes={
+        "rate_limit_error": "rate_limit_exceeded",
+        "overloaded_error": "server_error",
+        "RESOURCE_EXHAUSTED": "rate_limit_exceeded",  # Gemini's rate limit
+    },
 )

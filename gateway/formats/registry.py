@@ -22,7 +22,13 @@ from functools import partial
 from typing import Any, Protocol
 
 from gateway.events import Event, Stop, StopReason
-from gateway.formats import anthropic_messages, openai_chat, openai_responses, stop_reasons
+from gateway.formats import (
+    anthropic_messages,
+    gemini,
+    openai_chat,
+    openai_responses,
+    stop_reasons,
+)
 from gateway.formats.shape import token_count
 from gateway.formats.sse import SSEDecoder, SSEFrame
 
@@ -93,6 +99,19 @@ def error_object(parsed: Any, headers: Mapping[str, str]) -> WireError | None:
         code if isinstance(code, str) else None,
         details=details,
     )
+
+
+def google_error_object(parsed: Any, headers: Mapping[str, str]) -> WireError | None:
+    """Google's shape: `{"error": {"code", "message", "status", "details"}}`; the type (and the
+    code) is the `status` string (`RESOURCE_EXHAUSTED`), the retry-after RetryInfo's delay. A
+    list of one such object (what some Google front ends answer) is read as that object."""
+    if isinstance(parsed, list) and len(parsed) == 1:
+        parsed = parsed[0]
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if not isinstance(error, dict):
+        return None
+    message, status, _, retry_after = gemini.error_details(error)
+    return WireError(message, status, status, retry_after)
 
 
 def top_level_extension(obj: dict[str, Any]) -> Any:
@@ -191,7 +210,19 @@ OPENAI_RESPONSES = Wire(
     terminal_response_extension,
 )
 
-WIRES: Mapping[str, Wire] = {wire.name: wire for wire in (OPENAI, ANTHROPIC, OPENAI_RESPONSES)}
+GEMINI = Wire(
+    "gemini",
+    gemini.GeminiDecoder,
+    gemini.response_events,
+    stop_reasons.GEMINI_NATIVE,
+    Completeness.FINISH_REASON,
+    error_fields=google_error_object,
+    token_count=partial(token_count, field="totalTokens"),  # countTokens (Vertex AI's too)
+)
+
+WIRES: Mapping[str, Wire] = {
+    wire.name: wire for wire in (OPENAI, ANTHROPIC, OPENAI_RESPONSES, GEMINI)
+}
 
 
 class UnknownWire(LookupError):

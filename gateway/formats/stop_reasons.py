@@ -53,6 +53,49 @@ RESPONSES_NATIVE: Mapping[str, StopReason] = {
     "cancelled": S.ABORTED,
 }
 
+# Gemini's `finishReason` (google-genai 3.6.1 `FinishReason`, PROTOCOLS.md §e.1). `STOP` turns
+# TOOL_CALLS in the decoder when a functionCall was given (gateway.formats.gemini). A prompt
+# blocked before any candidate has no finish reason: its native value is
+# `blockReason:<promptFeedback.blockReason>`, CONTENT_FILTER whatever the reason.
+BLOCK_REASON_PREFIX = "blockReason:"
+GEMINI_BLOCK_REASONS = (
+    "BLOCKED_REASON_UNSPECIFIED",
+    "SAFETY",
+    "OTHER",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "IMAGE_SAFETY",
+    "MODEL_ARMOR",
+    "JAILBREAK",
+)
+GEMINI_NATIVE: Mapping[str, StopReason] = {
+    "STOP": S.STOP,
+    "MAX_TOKENS": S.LENGTH,
+    "SAFETY": S.CONTENT_FILTER,
+    "BLOCKLIST": S.CONTENT_FILTER,
+    "PROHIBITED_CONTENT": S.CONTENT_FILTER,
+    "SPII": S.CONTENT_FILTER,
+    "IMAGE_SAFETY": S.CONTENT_FILTER,
+    "IMAGE_PROHIBITED_CONTENT": S.CONTENT_FILTER,
+    "RECITATION": S.CONTENT_FILTER,
+    "IMAGE_RECITATION": S.CONTENT_FILTER,
+    "MODEL_ARMOR": S.CONTENT_FILTER,
+    "LANGUAGE": S.CONTENT_FILTER,
+    "MALFORMED_FUNCTION_CALL": S.MALFORMED,
+    "UNEXPECTED_TOOL_CALL": S.MALFORMED,
+    "TOO_MANY_TOOL_CALLS": S.MALFORMED,
+    "MALFORMED_RESPONSE": S.MALFORMED,
+    "MISSING_THOUGHT_SIGNATURE": S.MALFORMED,
+    "CONTINUATION": S.PAUSE,  # meaning not documented: low confidence
+    "OTHER": S.UNKNOWN,
+    "IMAGE_OTHER": S.UNKNOWN,
+    "NO_IMAGE": S.UNKNOWN,
+    "ESCALATION": S.UNKNOWN,
+    "PUP_LIMITED_DISABLED": S.UNKNOWN,
+    "FINISH_REASON_UNSPECIFIED": S.UNKNOWN,
+    **{BLOCK_REASON_PREFIX + reason: S.CONTENT_FILTER for reason in GEMINI_BLOCK_REASONS},
+}
+
 TO_OPENAI: Mapping[StopReason, str] = {
     S.STOP: "stop",
     S.TOOL_CALLS: "tool_calls",

@@ -15,8 +15,10 @@ from typing import Any
 
 from gateway.errors import InvalidRequest
 from gateway.translate import (
+    anthropic_gemini,
     anthropic_openai,
     anthropic_responses,
+    composed_gemini,
     openai_anthropic,
     openai_responses,
     responses_anthropic,
@@ -37,6 +39,9 @@ TRANSLATORS: dict[tuple[str, str], Translator] = {
     ("anthropic", "openai_responses"): anthropic_responses.translate_request,
     ("responses", "openai"): responses_openai.translate_request,
     ("responses", "anthropic"): responses_anthropic.translate_request,
+    ("anthropic", "gemini"): anthropic_gemini.translate_request,
+    ("openai", "gemini"): composed_gemini.openai_to_gemini,
+    ("responses", "gemini"): composed_gemini.responses_to_gemini,
 }
 
 

@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.events import Event, StopReason
-from gateway.formats import anthropic_messages, openai_chat, openai_responses, stop_reasons
+from gateway.formats import (
+    anthropic_messages,
+    bedrock_converse,
+    openai_chat,
+    openai_responses,
+    stop_reasons,
+)
+from gateway.formats.aws_eventstream import EventStreamFraming
 from gateway.formats.sse import SSEDecoder, SSEFrame
 
 # What a decoder raises on a frame or body that is not its wire's (orjson's errors and shape
@@ -138,7 +145,19 @@ OPENAI_RESPONSES = Wire(
     terminal_response_extension,
 )
 
-WIRES: Mapping[str, Wire] = {wire.name: wire for wire in (OPENAI, ANTHROPIC, OPENAI_RESPONSES)}
+BEDROCK = Wire(
+    "bedrock",
+    bedrock_converse.BedrockConverseDecoder,
+    bedrock_converse.response_events,
+    stop_reasons.BEDROCK_NATIVE,
+    Completeness.FINISH_REASON,  # messageStop; the usage in `metadata` may follow it
+    framing=EventStreamFraming,
+    error_fields=bedrock_converse.error_fields,
+)
+
+WIRES: Mapping[str, Wire] = {
+    wire.name: wire for wire in (OPENAI, ANTHROPIC, OPENAI_RESPONSES, BEDROCK)
+}
 
 
 class UnknownWire(LookupError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -58,6 +59,10 @@ class ServerSettings(_Frozen):
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
     # On SIGTERM, SIGINT or SIGHUP: seconds in-flight exchanges get to finish before the flush.
     shutdown_grace: Seconds = 30.0
+
+
+# A cloud region as it goes into an endpoint's host name (us-east-1, europe-west4).
+REGION: Final = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
 class ProviderSettings(_Frozen):
@@ -115,8 +120,25 @@ class ProviderSettings(_Frozen):
             name = data.get("kind")
             kind = KINDS.get(name) if isinstance(name, str) else None
             if kind is not None and kind.default_base_url is not None:
-                return {**data, "base_url": kind.default_base_url}
+                url = kind.default_base_url
+                if "{region}" in url:  # a regional endpoint (Bedrock)
+                    region = data.get("region")
+                    if not isinstance(region, str) or not REGION.fullmatch(region):
+                        return data  # `_kind_keys` names what is missing or wrong
+                    url = url.format(region=region)
+                return {**data, "base_url": url}
         return data
+
+    @model_validator(mode="after")
+    def _kind_keys(self) -> ProviderSettings:
+        """The kind-specific keys the kind's row requires (Bedrock: `region`)."""
+        for key in KINDS[self.kind].required:
+            value = getattr(self, key)
+            if value is None:
+                raise ValueError(f'kind "{self.kind}" needs `{key}`')
+            if key == "region" and not REGION.fullmatch(value):
+                raise ValueError("region must be a cloud region name, like us-east-1")
+        return self
 
     @field_validator("base_url")
     @classmethod

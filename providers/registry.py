@@ -14,6 +14,7 @@ from typing import Protocol
 
 from providers.anthropic import AnthropicProvider
 from providers.base import Provider
+from providers.bedrock import BedrockProvider
 from providers.http import Timeouts
 from providers.mock import MockProvider
 from providers.openai import OpenAIProvider
@@ -66,12 +67,27 @@ def _mock(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
     return MockProvider(name)
 
 
+def _bedrock(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    """A configured api_key is a Bedrock API key (bearer); without one, SigV4 with the AWS
+    credential chain. The base URL defaults to the region's endpoint (settings fill it in)."""
+    assert options.region is not None and options.base_url is not None  # checked by settings
+    timeouts = Timeouts(
+        connect=options.connect_timeout,
+        first_byte=options.first_byte_timeout,
+        idle=options.idle_timeout,
+        total=options.total_timeout,
+    )
+    return BedrockProvider(name, options.base_url, options.region, api_key, timeouts)
+
+
 @dataclass(frozen=True, slots=True)
 class ProviderKind:
     name: str
     wire: str
     build: Builder
     default_base_url: str | None = None  # None: the kind takes no base_url (offline)
+    # Kind-specific settings the kind needs (ProviderSettings checks them): "region", ...
+    required: tuple[str, ...] = ()
 
 
 KINDS: Mapping[str, ProviderKind] = {
@@ -93,6 +109,13 @@ KINDS: Mapping[str, ProviderKind] = {
             "https://api.anthropic.com",
         ),
         ProviderKind("mock", MockProvider.wire, _mock),
+        ProviderKind(
+            "bedrock",
+            BedrockProvider.wire,
+            _bedrock,
+            "https://bedrock-runtime.{region}.amazonaws.com",
+            required=("region",),
+        ),
     )
 }
 

@@ -13,15 +13,24 @@ a SigV4 signature of the shape AWS requires, or the Bedrock API key as a bearer 
 
 from __future__ import annotations
 
+import asyncio
 import binascii
 import re
 import struct
+import threading
+from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import anthropic
+import openai
 import orjson
 from aiohttp import web
 
+from gateway.app import build_app
+from gateway.edge import make_runner
+from gateway.settings import parse_settings
 from tests.upstream import FakeUpstream, Received, Script
 
 Event = tuple[str, dict[str, Any]]
@@ -160,6 +169,7 @@ class BedrockUpstream(FakeUpstream):
         self.token = token  # the session token a temporary credential's request must carry
         self.auth_failures: list[str] = []
         self.akids: list[str] = []
+        self.raw_paths: list[str] = []  # as on the request line, percent-escapes and all
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -192,6 +202,7 @@ class BedrockUpstream(FakeUpstream):
 
     async def converse(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
+        self.raw_paths.append(request.raw_path)
         model = unquote(request.match_info["model_id"])
         problem = self._check_auth(request)
         if problem is not None:
@@ -215,3 +226,84 @@ class BedrockUpstream(FakeUpstream):
                 drop_after=script.drop_after,
             )
         return await self._play(request, script)
+
+
+# --- a gateway stack in front of it ----------------------------------------------------------
+
+REGION = "us-east-1"
+BEARER_KEY = "bedrock-api-key-SECRET-0003"
+POLICIES = ("withhold", "pass")
+
+
+def gateway_settings(upstream_url: str, policy: str, audit_store: str) -> dict[str, Any]:
+    common = {"base_url": upstream_url, "region": REGION, "timeout": 5, "retry": {"attempts": 1}}
+    return {
+        "providers": {
+            "bedrock": {"kind": "bedrock", **common},
+            "bedrock_key": {"kind": "bedrock", "api_key": BEARER_KEY, **common},
+        },
+        "routes": [
+            {"match": "br-*", "provider": "bedrock"},
+            {"match": "brk-*", "provider": "bedrock_key"},
+            {"match": "arn:*", "provider": "bedrock"},
+        ],
+        "truncation": {"tool_calls": policy},
+        "audit": {"store": audit_store},
+        "circuit": {"failures": 0},
+    }
+
+
+class BedrockStack:
+    """A Bedrock upstream and one gateway per truncation policy, on their own loop thread (so
+    the sync SDK clients can drive them), as tests/conftest.py's stack does."""
+
+    def __init__(self, audit_dir: Path) -> None:
+        self.audit_dir = audit_dir
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.upstream = BedrockUpstream(REGION, bearer=BEARER_KEY)
+        self.upstream_url = ""
+        self.urls: dict[str, str] = {}
+        self._runners: list[web.AppRunner] = []
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
+
+    async def _serve(self, app: web.Application) -> str:
+        runner = make_runner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        self._runners.append(runner)
+        return f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+    async def _start(self) -> None:
+        self.upstream_url = await self._serve(self.upstream.app())
+        for policy in POLICIES:
+            store = f"sqlite:///{self.audit_dir / f'audit-{policy}.db'}"
+            config = gateway_settings(self.upstream_url, policy, store)
+            self.urls[policy] = await self._serve(build_app(parse_settings(config), env={}))
+
+    def add_gateway(self, name: str, config: dict[str, Any]) -> str:
+        app = build_app(parse_settings(config), env={})
+        self.urls[name] = self.run(self._serve(app))
+        return self.urls[name]
+
+    async def _stop(self) -> None:
+        for runner in reversed(self._runners):
+            await runner.cleanup()
+
+    def start(self) -> None:
+        self.thread.start()
+        self.run(self._start())
+
+    def stop(self) -> None:
+        self.run(self._stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+
+    def openai(self, policy: str = "withhold") -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.urls[policy] + "/v1", api_key="sk-client", max_retries=0)
+
+    def anthropic(self, policy: str = "withhold") -> anthropic.Anthropic:
+        return anthropic.Anthropic(base_url=self.urls[policy], api_key="sk-client", max_retries=0)

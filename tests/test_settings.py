@@ -326,7 +326,7 @@ OPENAI_X = '[providers.x]\nkind = "openai"\n'
         (
             '[providers.x]\nkind = "gemini"',
             'providers.x.kind: unknown provider kind "gemini" '
-            "(known: anthropic, mock, openai, openai_responses)",
+            "(known: anthropic, bedrock, mock, openai, openai_responses)",
         ),
         (OPENAI_X + "timeout = 0", "providers.x.timeout: must be greater than 0"),
         (

@@ -15,12 +15,14 @@ from typing import Any
 
 from gateway.errors import InvalidRequest
 from gateway.translate import (
+    anthropic_bedrock,
     anthropic_openai,
     anthropic_responses,
     openai_anthropic,
     openai_responses,
     responses_anthropic,
     responses_openai,
+    to_bedrock,
 )
 from gateway.translate.translation import NOTHING_DROPPED, Dropped, Translation
 
@@ -37,6 +39,9 @@ TRANSLATORS: dict[tuple[str, str], Translator] = {
     ("anthropic", "openai_responses"): anthropic_responses.translate_request,
     ("responses", "openai"): responses_openai.translate_request,
     ("responses", "anthropic"): responses_anthropic.translate_request,
+    ("anthropic", "bedrock"): anthropic_bedrock.translate_request,
+    ("openai", "bedrock"): to_bedrock.translate_openai,
+    ("responses", "bedrock"): to_bedrock.translate_responses,
 }
 
 

@@ -176,6 +176,13 @@ def test_a_bad_prelude_crc_is_a_protocol_error():
     assert [f.event for f in frames] == [FRAMING_ERROR]
 
 
+def test_a_corrupt_length_is_caught_by_the_prelude_crc_before_waiting_for_it():
+    raw = bytearray(event_message("messageStart", {"role": "assistant"}))
+    raw[1] ^= 0x10  # total length + 1 MiB: still within bounds
+    framing = EventStreamFraming()
+    assert [f.event for f in framing.feed(bytes(raw[:12]))] == [FRAMING_ERROR]
+
+
 def test_an_impossible_length_is_refused_at_once():
     framing = EventStreamFraming()
     frames = framing.feed(struct.pack(">III", 2**31, 0, 0))

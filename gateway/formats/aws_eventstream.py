@@ -24,6 +24,7 @@ framing does not raise (the relay reads frames, not exceptions), it gives one la
 
 from __future__ import annotations
 
+import binascii
 from typing import Final
 
 import orjson
@@ -66,6 +67,11 @@ class EventStreamFraming:
             total = int.from_bytes(pending[start : start + 4], "big")
             if not PRELUDE + TRAILER <= total <= MAX_MESSAGE:
                 frames.append(self._fail("a message length outside the protocol's bounds"))
+                break
+            # The prelude's own CRC, before waiting for a length that may be corrupt.
+            prelude_crc = int.from_bytes(pending[start + 8 : start + PRELUDE], "big")
+            if binascii.crc32(pending[start : start + 8]) != prelude_crc:
+                frames.append(self._fail("a malformed message (ChecksumMismatch in its prelude)"))
                 break
             if available < total:
                 break

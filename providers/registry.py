@@ -88,6 +88,9 @@ class ProviderKind:
     default_base_url: str | None = None  # None: the kind takes no base_url (offline)
     # Kind-specific settings the kind needs (ProviderSettings checks them): "region", ...
     required: tuple[str, ...] = ()
+    # How the kind authenticates without a configured key, when not by forwarding the client's
+    # credential (the startup summary says it).
+    keyless: str | None = None
 
 
 KINDS: Mapping[str, ProviderKind] = {
@@ -115,6 +118,7 @@ KINDS: Mapping[str, ProviderKind] = {
             _bedrock,
             "https://bedrock-runtime.{region}.amazonaws.com",
             required=("region",),
+            keyless="requests are signed with SigV4 and the AWS credential chain",
         ),
     )
 }

@@ -834,3 +834,19 @@ def test_the_region_is_required_and_makes_the_default_endpoint():
         settings()
     with pytest.raises(ConfigError, match="region must be a cloud region name"):
         settings(region="evil.example/x")
+
+
+def test_the_startup_summary_says_how_a_keyless_provider_signs():
+    from gateway.settings import parse_settings
+    from gateway.startup import _describe_provider, _key_warnings
+
+    config = {
+        "providers": {"b": {"kind": "bedrock", "region": "eu-west-1", "api_key_env": "BR_KEY"}},
+        "routes": [{"match": "*", "provider": "b"}],
+    }
+    settings = parse_settings(config)
+    line = _describe_provider(settings.providers["b"], {})
+    assert line.startswith("kind bedrock, host bedrock-runtime.eu-west-1.amazonaws.com")
+    assert "SigV4" in line
+    assert "SigV4" in next(iter(_key_warnings(settings, {})))
+    assert "forwarded" not in line

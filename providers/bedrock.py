@@ -39,6 +39,9 @@ from providers.base import ProviderRequest
 from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
 
 log = logging.getLogger("gateway.providers.bedrock")
+# botocore's signer logs the canonical request at DEBUG: the signed headers, a session token
+# among them. Whatever level the gateway logs at, those lines are never written.
+logging.getLogger("botocore.auth").setLevel(logging.INFO)
 
 SERVICE = "bedrock"  # the SigV4 signing name of bedrock-runtime
 EVENT_STREAM = "application/vnd.amazon.eventstream"

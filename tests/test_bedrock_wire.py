@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -850,3 +851,31 @@ def test_the_startup_summary_says_how_a_keyless_provider_signs():
     assert "SigV4" in line
     assert "SigV4" in next(iter(_key_warnings(settings, {})))
     assert "forwarded" not in line
+
+
+def test_no_credential_reaches_the_logs_even_at_debug(bstack, monkeypatch, tmp_path, caplog):
+    token = "session-token-SECRET-0005"
+    isolate_aws(monkeypatch, tmp_path, AWS_SESSION_TOKEN=token)
+    upstream = BedrockUpstream(REGION, bearer="bedrock-api-key-SECRET-0003", token=token)
+    upstream_url = bstack.run(bstack._serve(upstream.app()))
+    url = bstack.add_gateway(
+        "logged", gateway_settings(upstream_url, "withhold", "sqlite:///:memory:")
+    )
+    caplog.set_level(logging.DEBUG)
+    client = openai.OpenAI(base_url=url + "/v1", api_key="sk-client", max_retries=0)
+    for prefix in ("br", "brk"):
+        model = model_name(prefix)
+        upstream.script(model, text_answer("ok", True))
+        chunks = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "ok"
+    assert upstream.auth_failures == []
+    signature = upstream.last(model_name_of(upstream, "br-")).headers["Authorization"][-64:]
+    logged = caplog.text
+    for secret in (SECRET, token, "bedrock-api-key-SECRET-0003", signature):
+        assert secret not in logged
+
+
+def model_name_of(upstream: BedrockUpstream, prefix: str) -> str:
+    return next(model for model in upstream.received if model.startswith(prefix))

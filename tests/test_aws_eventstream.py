@@ -324,3 +324,17 @@ def test_an_error_reply_may_name_its_exception_in_the_body():
     error = WIRE.error_fields(body, {})
     assert error is not None and error.type == "rate_limit_error"
     assert WIRE.error_fields(["not", "an", "object"], {}) is None
+
+
+def test_read_bytes_are_let_go_so_the_pending_buffer_stays_bounded():
+    """No quadratic re-copying: what was read is compacted away, so the buffer holds at most
+    about twice the unread bytes plus a chunk, however long the stream runs."""
+    one = event_message("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "w "}})
+    body = one * 3000
+    framing = EventStreamFraming()
+    largest, frames = 0, 0
+    for at in range(0, len(body), 100):
+        frames += len(framing.feed(body[at : at + 100]))
+        largest = max(largest, len(framing._pending))
+    assert frames == 3000 and framing.close() == []
+    assert largest <= 2 * (len(one) + 100)

@@ -879,3 +879,49 @@ def test_no_credential_reaches_the_logs_even_at_debug(bstack, monkeypatch, tmp_p
 
 def model_name_of(upstream: BedrockUpstream, prefix: str) -> str:
     return next(model for model in upstream.received if model.startswith(prefix))
+
+
+# --- the recorded streams through the gateway ---------------------------------------------------
+
+FIXTURES = Path(__file__).parent / "fixtures" / "other"
+
+
+def recorded(name: str) -> Script:
+    """A recorded stream (decoded events, one a line) as the event-stream bytes Bedrock sends,
+    cut into 7-byte chunks so messages straddle reads."""
+    lines = [json.loads(line) for line in (FIXTURES / name).read_text().splitlines() if line]
+    body = event_stream([next(iter(line.items())) for line in lines])
+    return Script(chunks=[body[i : i + 7] for i in range(0, len(body), 7)])
+
+
+def test_the_recorded_reasoning_stream_reaches_an_anthropic_client_with_its_signature(bstack):
+    model = model_name()
+    bstack.upstream.script(model, recorded("vercel_ai__amazon-bedrock-reasoning.chunks.jsonl"))
+    with bstack.anthropic().messages.stream(
+        model=model, max_tokens=100, messages=[{"role": "user", "content": "r?"}]
+    ) as events:
+        message = events.get_final_message()
+    assert [block.type for block in message.content] == ["thinking", "text"]
+    assert message.content[0].thinking.startswith("Let me count the r's")
+    assert message.content[0].signature.startswith("Ep0CCkgI")
+    assert message.content[1].text.startswith("There are **3** r's")
+    assert message.stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_the_recorded_tool_streams_reach_both_clients(bstack, client):
+    seen = drive(
+        bstack, client, True, recorded("vercel_ai__amazon-bedrock-tool-call.1.chunks.jsonl")
+    )
+    assert seen.error is None
+    assert [(t.id, t.name, t.args) for t in seen.tools] == [
+        ("tool-use-id", "test-tool", {"value": "Sparkle Day"})
+    ]
+    seen = drive(
+        bstack, client, True, recorded("vercel_ai__amazon-bedrock-tool-no-args.chunks.jsonl")
+    )
+    assert seen.error is None
+    assert seen.text == "I'll update the issue list for you."
+    assert [(t.name, t.args) for t in seen.tools] == [("updateIssueList", {})]
+    if client == "openai":
+        assert seen.tools[0].raw == "{}"  # never "" (PROTOCOLS.md §g.5)

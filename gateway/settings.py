@@ -133,12 +133,17 @@ class ProviderSettings(_Frozen):
     def _kind_keys(self) -> ProviderSettings:
         """The kind-specific keys the kind's row requires (Bedrock: `region`)."""
         for key in KINDS[self.kind].required:
-            value = getattr(self, key)
-            if value is None:
+            if getattr(self, key) is None:
                 raise ValueError(f'kind "{self.kind}" needs `{key}`')
-            if key == "region" and not REGION.fullmatch(value):
-                raise ValueError("region must be a cloud region name, like us-east-1")
         return self
+
+    @field_validator("region")
+    @classmethod
+    def _check_region(cls, region: str | None) -> str | None:
+        """It goes into an endpoint's host name."""
+        if region is not None and not REGION.fullmatch(region):
+            raise ValueError("must be a cloud region name, like us-east-1")
+        return region
 
     @field_validator("base_url")
     @classmethod

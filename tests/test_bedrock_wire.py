@@ -833,7 +833,7 @@ def test_the_region_is_required_and_makes_the_default_endpoint():
     )
     with pytest.raises(ConfigError, match='kind "bedrock" needs `region`'):
         settings()
-    with pytest.raises(ConfigError, match="region must be a cloud region name"):
+    with pytest.raises(ConfigError, match="region: must be a cloud region name"):
         settings(region="evil.example/x")
 
 
@@ -925,3 +925,28 @@ def test_the_recorded_tool_streams_reach_both_clients(bstack, client):
     assert [(t.name, t.args) for t in seen.tools] == [("updateIssueList", {})]
     if client == "openai":
         assert seen.tools[0].raw == "{}"  # never "" (PROTOCOLS.md §g.5)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("policy", ["withhold", "pass"])
+def test_a_cut_call_reaches_a_responses_client_withheld_or_passed(bstack, stream, policy):
+    model = model_name()
+    bstack.upstream.script(model, cut_call_script(stream))
+    client = bstack.openai(policy)
+    if stream:
+        events = list(client.responses.create(model=model, input="Weather?", stream=True))
+        assert events[-1].type == "response.incomplete"
+        response = events[-1].response
+    else:
+        response = client.responses.create(model=model, input="Weather?")
+    assert response.status == "incomplete"
+    assert response.incomplete_details is not None
+    assert response.incomplete_details.reason == "max_output_tokens"
+    assert response.output_text == "Let me check."
+    calls = [item for item in response.output if item.type == "function_call"]
+    if policy == "withhold":
+        assert calls == []
+    else:
+        assert [(c.call_id, c.name, c.status) for c in calls] == [
+            ("tu_cut", "weather", "incomplete")
+        ]

@@ -68,9 +68,15 @@ def message(headers: dict[str, str], payload: bytes) -> bytes:
     return body + struct.pack(">I", crc(body))
 
 
+PADDING = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
 def event_message(event: str, payload: dict[str, Any]) -> bytes:
+    """As Bedrock sends them: each payload padded with a `p` field of varying length (which
+    hides the length of the text)."""
     headers = {":event-type": event, ":content-type": "application/json", ":message-type": "event"}
-    return message(headers, orjson.dumps(payload))
+    pad = PADDING[: 1 + len(orjson.dumps(payload)) % len(PADDING)]
+    return message(headers, orjson.dumps({**payload, "p": pad}))
 
 
 def exception_message(name: str, text: str) -> bytes:

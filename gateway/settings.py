@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -60,6 +61,10 @@ class ServerSettings(_Frozen):
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
     # On SIGTERM, SIGINT or SIGHUP: seconds in-flight exchanges get to finish before the flush.
     shutdown_grace: Seconds = 30.0
+
+
+# A cloud region as it goes into an endpoint's host name (us-east-1, europe-west4).
+REGION: Final = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
 class ProviderSettings(_Frozen):
@@ -120,8 +125,22 @@ class ProviderSettings(_Frozen):
             name = data.get("kind")
             kind = KINDS.get(name) if isinstance(name, str) else None
             if kind is not None and kind.default_base_url is not None:
-                return {**data, "base_url": kind.default_base_url}
+                url = kind.default_base_url
+                if "{region}" in url:  # a regional endpoint (Bedrock)
+                    region = data.get("region")
+                    if not isinstance(region, str) or not REGION.fullmatch(region):
+                        return data  # `_kind_keys` names what is missing or wrong
+                    url = url.format(region=region)
+                return {**data, "base_url": url}
         return data
+
+    @field_validator("region")
+    @classmethod
+    def _check_region(cls, region: str | None) -> str | None:
+        """It goes into an endpoint's host name."""
+        if region is not None and not REGION.fullmatch(region):
+            raise ValueError("must be a cloud region name, like us-east-1")
+        return region
 
     @field_validator("base_url")
     @classmethod

@@ -27,6 +27,7 @@ from gateway.responses_store import open_response_store
 from gateway.settings import ProviderSettings, RouteSettings, Settings, default_settings
 from gateway.state import open_state
 from providers.http import host_port
+from providers.registry import KINDS
 
 ConfigOrigin = Literal["--config", "$GATEWAY_CONFIG", "built-in default"]
 FORWARDED: Final = "the client's own credentials are forwarded"
@@ -156,6 +157,7 @@ def _describe_provider(
 ) -> str:
     if provider.kind == "mock":
         return "kind mock, no key (mock)"
+    forwarding = KINDS[provider.kind].keyless or forwarding  # what happens without a key
     if provider.api_key is not None:
         key = "key in the config file"
     elif provider.api_key_env is not None:
@@ -175,7 +177,7 @@ def _key_warnings(
         if provider.kind == "mock" or var is None or env.get(var):
             continue
         state = "is empty" if var in env else "is not set"
-        yield f"provider {name!r}: ${var} {state}, so {forwarding}"
+        yield f"provider {name!r}: ${var} {state}, so {KINDS[provider.kind].keyless or forwarding}"
 
 
 def _shadowed_routes(routes: tuple[RouteSettings, ...]) -> Iterator[str]:

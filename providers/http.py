@@ -19,6 +19,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 import aiohttp
+from yarl import URL
 
 from gateway.errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 
@@ -280,8 +281,13 @@ class HttpTransport:
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         return self._session
 
-    async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> HttpReply:
-        """Send and return once the status line and headers arrived; an error status is returned."""
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], *, encoded: bool = False
+    ) -> HttpReply:
+        """Send and return once the status line and headers arrived; an error status is returned.
+
+        `encoded`: the URL's path is sent exactly as given, percent-escapes and all (a signed
+        request's path must be the one that was signed: SigV4 over `/model/a%3A0/converse`)."""
         session = self._get_session()
         timeouts = self.timeouts
         loop = asyncio.get_running_loop()
@@ -293,7 +299,8 @@ class HttpTransport:
         clock = _AttemptClock(watchdog, now, now + total if total is not None else None)
         clock.waiting(now, timeouts.first_byte, "first_byte")
         try:
-            response = await session.post(url, data=body, headers=dict(headers))
+            target = URL(url, encoded=True) if encoded else url
+            response = await session.post(target, data=body, headers=dict(headers))
         except asyncio.CancelledError:
             clock.close()
             if clock.fired():

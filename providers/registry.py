@@ -22,6 +22,7 @@ from providers.azure_openai import (
     BearerAuth,
 )
 from providers.base import Provider
+from providers.bedrock import BedrockProvider
 from providers.gemini import GeminiProvider
 from providers.http import Timeouts
 from providers.mock import MockProvider
@@ -115,18 +116,9 @@ def _azure(cls: type[AzureOpenAIProvider]) -> Builder:
     return build
 
 
-def timeouts_of(options: ProviderOptions) -> Timeouts:
-    return Timeouts(
-        connect=options.connect_timeout,
-        first_byte=options.first_byte_timeout,
-        idle=options.idle_timeout,
-        total=options.total_timeout,
-    )
-
-
 def _gemini(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
     assert options.base_url is not None  # settings fill in the kind's default
-    timeouts = timeouts_of(options)
+    timeouts = _timeouts(options)
     return GeminiProvider(name, options.base_url, api_key, timeouts, options.api_version)
 
 
@@ -141,6 +133,13 @@ def _vertex(name: str, options: ProviderOptions, api_key: str | None) -> Provide
     )
 
 
+def _bedrock(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    """A configured api_key is a Bedrock API key (bearer); without one, SigV4 with the AWS
+    credential chain. The base URL defaults to the region's endpoint (settings fill it in)."""
+    assert options.region is not None and options.base_url is not None  # checked by settings
+    return BedrockProvider(name, options.base_url, options.region, api_key, _timeouts(options))
+
+
 @dataclass(frozen=True, slots=True)
 class ProviderKind:
     name: str
@@ -150,6 +149,9 @@ class ProviderKind:
     requires: tuple[str, ...] = ()  # ProviderSettings keys the kind cannot do without
     quirks: bool = False  # takes `[providers.X.quirks]` (OpenAI Chat wire kinds)
     entra: bool = False  # takes `[providers.X.entra]` (an Entra ID token: Azure OpenAI)
+    # How the kind authenticates without a configured key, when not by forwarding the client's
+    # credential (the startup summary says it).
+    keyless: str | None = None
 
 
 KINDS: Mapping[str, ProviderKind] = {
@@ -196,6 +198,14 @@ KINDS: Mapping[str, ProviderKind] = {
             _azure(AzureOpenAIResponsesProvider),
             requires=("base_url", "api_version"),
             entra=True,
+        ),
+        ProviderKind(
+            "bedrock",
+            BedrockProvider.wire,
+            _bedrock,
+            "https://bedrock-runtime.{region}.amazonaws.com",
+            requires=("region",),
+            keyless="requests are signed with SigV4 and the AWS credential chain",
         ),
     )
 }

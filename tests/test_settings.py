@@ -326,8 +326,8 @@ OPENAI_X = '[providers.x]\nkind = "openai"\n'
         (
             '[providers.x]\nkind = "gemeni"',
             'providers.x.kind: unknown provider kind "gemeni" '
-            "(known: anthropic, azure_openai, azure_openai_responses, gemini, mock, openai, "
-            "openai_responses, vertex)",
+            "(known: anthropic, azure_openai, azure_openai_responses, bedrock, gemini, mock, "
+            "openai, openai_responses, vertex)",
         ),
         (OPENAI_X + "timeout = 0", "providers.x.timeout: must be greater than 0"),
         (

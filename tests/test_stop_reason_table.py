@@ -180,6 +180,14 @@ def gemini_answer(native: str, model: str) -> dict[str, Any]:
     return {"candidates": [candidate], "usageMetadata": usage, "responseId": "r-table"}
 
 
+def bedrock_answer(native: str, model: str) -> dict[str, Any]:
+    return {
+        "output": {"message": {"role": "assistant", "content": [{"text": "ok"}]}},
+        "stopReason": native,
+        "usage": {"inputTokens": 3, "outputTokens": 2, "totalTokens": 5},
+    }
+
+
 # wire -> (provider settings for an upstream at URL, the answer)
 Answer = Callable[[str, str], dict[str, Any]]
 WIRE_UPSTREAMS: dict[str, tuple[Callable[[str], dict[str, Any]], Answer]] = {
@@ -190,6 +198,11 @@ WIRE_UPSTREAMS: dict[str, tuple[Callable[[str], dict[str, Any]], Answer]] = {
         responses_answer,
     ),
     "gemini": (lambda url: {"kind": "gemini", "base_url": url}, gemini_answer),
+    # A configured key is a Bedrock API key (a bearer token): no SigV4 credentials needed here.
+    "bedrock": (
+        lambda url: {"kind": "bedrock", "region": "us-east-1", "base_url": url},
+        bedrock_answer,
+    ),
 }
 # Where the wires that put the model in the URL have it: Gemini `models/<m>:<method>`, Bedrock
 # `model/<m>/<operation>`.

@@ -24,11 +24,13 @@ from typing import Any, Protocol
 from gateway.events import Event, Stop, StopReason
 from gateway.formats import (
     anthropic_messages,
+    bedrock_converse,
     gemini,
     openai_chat,
     openai_responses,
     stop_reasons,
 )
+from gateway.formats.aws_eventstream import EventStreamFraming
 from gateway.formats.shape import token_count
 from gateway.formats.sse import SSEDecoder, SSEFrame
 
@@ -220,8 +222,20 @@ GEMINI = Wire(
     token_count=partial(token_count, field="totalTokens"),  # countTokens (Vertex AI's too)
 )
 
+
+BEDROCK = Wire(
+    "bedrock",
+    bedrock_converse.BedrockConverseDecoder,
+    bedrock_converse.response_events,
+    stop_reasons.BEDROCK_NATIVE,
+    Completeness.FINISH_REASON,  # messageStop; the usage in `metadata` may follow it
+    framing=EventStreamFraming,
+    error_fields=bedrock_converse.error_fields,
+    token_count=partial(token_count, field="inputTokens"),  # CountTokens
+)
+
 WIRES: Mapping[str, Wire] = {
-    wire.name: wire for wire in (OPENAI, ANTHROPIC, OPENAI_RESPONSES, GEMINI)
+    wire.name: wire for wire in (OPENAI, ANTHROPIC, OPENAI_RESPONSES, GEMINI, BEDROCK)
 }
 
 

@@ -96,6 +96,20 @@ GEMINI_NATIVE: Mapping[str, StopReason] = {
     **{BLOCK_REASON_PREFIX + reason: S.CONTENT_FILTER for reason in GEMINI_BLOCK_REASONS},
 }
 
+# AWS Bedrock Converse (botocore `bedrock-runtime` StopReason; PROTOCOLS.md §e.1): `stopReason`
+# of the body, `messageStop.stopReason` of a stream.
+BEDROCK_NATIVE: Mapping[str, StopReason] = {
+    "end_turn": S.STOP,
+    "tool_use": S.TOOL_CALLS,
+    "max_tokens": S.LENGTH,
+    "stop_sequence": S.STOP_SEQUENCE,
+    "guardrail_intervened": S.CONTENT_FILTER,
+    "content_filtered": S.CONTENT_FILTER,
+    "malformed_model_output": S.MALFORMED,
+    "malformed_tool_use": S.MALFORMED,
+    "model_context_window_exceeded": S.CONTEXT_WINDOW,
+}
+
 TO_OPENAI: Mapping[StopReason, str] = {
     S.STOP: "stop",
     S.TOOL_CALLS: "tool_calls",

@@ -15,6 +15,7 @@ from typing import Any
 
 from gateway.errors import InvalidRequest
 from gateway.translate import (
+    anthropic_bedrock,
     anthropic_gemini,
     anthropic_openai,
     anthropic_responses,
@@ -23,6 +24,7 @@ from gateway.translate import (
     openai_responses,
     responses_anthropic,
     responses_openai,
+    to_bedrock,
 )
 from gateway.translate.translation import NOTHING_DROPPED, Dropped, Translation
 
@@ -42,6 +44,9 @@ TRANSLATORS: dict[tuple[str, str], Translator] = {
     ("anthropic", "gemini"): anthropic_gemini.translate_request,
     ("openai", "gemini"): composed_gemini.openai_to_gemini,
     ("responses", "gemini"): composed_gemini.responses_to_gemini,
+    ("anthropic", "bedrock"): anthropic_bedrock.translate_request,
+    ("openai", "bedrock"): to_bedrock.translate_openai,
+    ("responses", "bedrock"): to_bedrock.translate_responses,
 }
 
 

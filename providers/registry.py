@@ -72,25 +72,34 @@ class ProviderKind:
     wire: str
     build: Builder
     default_base_url: str | None = None  # None: the kind takes no base_url (offline)
+    # The genai-prices provider id pricing this kind's answers (gateway.cost); None: the price
+    # table matches the provider from the model name alone.
+    price_provider: str | None = None
 
 
 KINDS: Mapping[str, ProviderKind] = {
     kind.name: kind
     for kind in (
         ProviderKind(
-            "openai", OpenAIProvider.wire, _http(OpenAIProvider), "https://api.openai.com/v1"
+            "openai",
+            OpenAIProvider.wire,
+            _http(OpenAIProvider),
+            "https://api.openai.com/v1",
+            price_provider="openai",
         ),
         ProviderKind(
             "openai_responses",
             OpenAIResponsesProvider.wire,
             _http(OpenAIResponsesProvider),
             "https://api.openai.com/v1",
+            price_provider="openai",
         ),
         ProviderKind(
             "anthropic",
             AnthropicProvider.wire,
             _http(AnthropicProvider),
             "https://api.anthropic.com",
+            price_provider="anthropic",
         ),
         ProviderKind("mock", MockProvider.wire, _mock),
     )

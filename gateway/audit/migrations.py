@@ -72,6 +72,8 @@ COLUMNS: tuple[str, ...] = (
     "attempts",
     "timeout",
     "key_name",
+    "cost_usd",
+    "cost_source",
 )
 
 
@@ -144,6 +146,14 @@ def _attempts_timeout_key_v4(dialect: str) -> list[str]:
     ]
 
 
+def _cost_v5(dialect: str) -> list[str]:
+    real = "DOUBLE PRECISION" if dialect == "postgresql" else "REAL"
+    return [
+        f"ALTER TABLE {TABLE} ADD COLUMN cost_usd {real}",
+        f"ALTER TABLE {TABLE} ADD COLUMN cost_source TEXT",
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -166,6 +176,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         "audit_records: every attempt (target, outcome, duration), the timeout that fired, and "
         "the gateway key's name",
         {d: _attempts_timeout_key_v4(d) for d in DIALECTS},
+    ),
+    Migration(
+        5,
+        "audit_records: what the exchange cost in USD (NULL: unknown) and where its price came "
+        "from (table or route)",
+        {d: _cost_v5(d) for d in DIALECTS},
     ),
 )
 

@@ -126,6 +126,10 @@ class AuditRecord:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     timeout: str | None = None  # the timeout that fired: one of TIMEOUTS
     key_name: str | None = None  # the gateway key's configured name, never the key
+    # What the exchange cost in USD (gateway.cost); None: unknown (or nothing answered), never 0
+    # for unknown. `cost_source`: "table" (genai-prices) or "route" (the configured price).
+    cost_usd: float | None = None
+    cost_source: str | None = None
 
     @property
     def ttfb_ms(self) -> float | None:
@@ -143,6 +147,12 @@ class AuditRecord:
         """A shallow dict of the fields (lists are shared, not copied: this runs per exchange,
         and `dataclasses.asdict` deep-copies)."""
         return dict(zip(FIELD_NAMES, _ALL_FIELDS(self), strict=True))
+
+
+def cost_unknown(record: AuditRecord) -> bool:
+    """An answer came (the record has a stop reason) but its cost is not known: what the
+    report's `cost_unknown` and /metrics' unknown-cost counter count."""
+    return record.cost_usd is None and record.stop_reason is not None
 
 
 FIELD_NAMES = tuple(f.name for f in fields(AuditRecord))

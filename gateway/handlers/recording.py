@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.audit.record import AuditRecord
+from gateway.cost import Pricer, Tokens
 from gateway.handlers.attempt import Attempt
+from gateway.settings_price import PriceSettings
 
 
 def complete_record(
@@ -54,3 +56,15 @@ def complete_record(
                 ],
             },
         }
+
+
+def record_cost(
+    record: AuditRecord, pricer: Pricer, answered_model: str, price: PriceSettings | None
+) -> None:
+    """The exchange's cost, once, from its final usage (`complete_record` first). Priced by the
+    model the upstream says answered (an OpenAI `gpt-4o` answers as `gpt-4o-2024-08-06`, priced
+    as such; an Azure deployment answers with its model's name), else the model it was asked."""
+    model = answered_model or record.upstream_model
+    cost = pricer.cost(Tokens.of(record), record.provider, model, price)
+    if cost is not None:
+        record.cost_usd, record.cost_source = cost.usd, cost.source

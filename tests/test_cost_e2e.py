@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import sqlite3
 import time
 import uuid
@@ -248,6 +249,21 @@ def test_an_answer_without_usage_has_no_cost(
     ask_openai(gateway, client_model)
     record = record_of(stack, client_model)
     assert record.input_tokens is None and record.cost_usd is None
+
+
+def test_a_stream_that_broke_has_no_cost(
+    stack: Stack, upstream: FakeUpstream, gateway: str
+) -> None:
+    """Cut after the text began: the input is known, the output billed is not (message_start
+    says 1), so the cost is unknown, not the price of one output token."""
+    script = anthropic_stream("claude-sonnet-4-5", 100, 250, 0, 0)
+    upstream.script("claude-sonnet-4-5", dataclasses.replace(script, drop_after=4))
+    client_model = model("cost-an")
+    with pytest.raises(anthropic.APIError):
+        ask_anthropic(gateway, client_model, stream=True)
+    record = record_of(stack, client_model)
+    assert record.input_tokens == 100 and record.stop_reason is not None
+    assert record.cost_usd is None and record.cost_source is None
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])

@@ -176,7 +176,7 @@ def _close_record(
     if attempt is not None and (attempt.answered or attempt.aggregator.error is not None):
         complete_record(record, attempt, exchange.request_body)
         if attempt.answered:
-            record_cost(record, pricer, attempt.aggregator.snapshot.model, exchange.price)
+            record_cost(record, pricer, attempt.aggregator.snapshot, exchange.price)
 
 
 def _check_runaway(

@@ -18,6 +18,9 @@ How the counts are read (the normalized `gateway.events.Usage`, whatever the wir
 A cost nobody can know is None, never 0: no usage came (or no input or output count), the price
 table has no such model, or the counts contradict each other (more cached tokens than input).
 
+The table's provider is the one the configured `base_url` belongs to when the table knows the
+URL, else the provider kind's `price_provider` hint, else none (matched by the model name).
+
 The table lookup (provider, model) is cached per `Pricer`, misses included (genai-prices caches
 only hits, and a miss scans every model of the provider: about 0.2 ms). The calculation itself
 costs 0.15 to 0.3 ms of CPU (genai-prices resolves its units and prices in Decimal each time): it
@@ -44,7 +47,7 @@ from providers.registry import KINDS
 
 if TYPE_CHECKING:
     from gateway.audit.record import AuditRecord
-    from gateway.settings import Settings
+    from gateway.settings import ProviderSettings, Settings
 
 CostSource = Literal["table", "route"]
 COST_SOURCES: Final[tuple[CostSource, ...]] = ("table", "route")
@@ -90,8 +93,7 @@ class Pricer:
 
     @classmethod
     def for_settings(cls, settings: Settings) -> Pricer:
-        hints = {name: KINDS[p.kind].price_provider for name, p in settings.providers.items()}
-        return cls(hints)
+        return cls({name: price_provider(p) for name, p in settings.providers.items()})
 
     def cost(
         self,
@@ -137,6 +139,18 @@ class Pricer:
         if len(self._models) < self._max_cached:  # a client choosing model names cannot grow it
             self._models[key] = found
         return found
+
+
+def price_provider(options: ProviderSettings) -> str | None:
+    """The price table's provider for a configured provider: the one its `base_url` belongs to
+    when the table knows the URL (an OpenAI-compatible kind pointed at Groq, DeepSeek,
+    OpenRouter, Azure...), else its kind's hint (a loopback or self-hosted server), else None."""
+    if options.base_url is not None:
+        try:
+            return get_snapshot().find_provider(None, None, options.base_url).id
+        except LookupError:
+            pass
+    return KINDS[options.kind].price_provider
 
 
 def route_cost(tokens: Tokens, price: PriceSettings) -> float | None:

@@ -31,7 +31,7 @@ from gateway.audit.record import AuditRecord
 from gateway.audit.render import render_csv, render_json, render_table
 from gateway.audit.report import summarize
 from gateway.audit.sqlite_store import encode as sqlite_encode
-from gateway.cost import Pricer, Tokens, route_cost
+from gateway.cost import Pricer, Tokens, price_provider, route_cost
 from gateway.metrics import GatewayMetrics
 from gateway.settings import ConfigError, parse_settings
 from gateway.settings_price import PriceSettings
@@ -70,6 +70,34 @@ def test_a_kind_without_a_price_provider_is_matched_by_model_name() -> None:
     assert cost is not None
     assert cost.usd == table("claude-sonnet-4-5", None, input_tokens=1000, output_tokens=100)
     assert PRICER.cost(Tokens(1000, 100), "local", "llama3.1:8b") is None
+
+
+def test_the_price_provider_follows_the_base_url_else_the_kind() -> None:
+    s = parse_settings(
+        {
+            "providers": {
+                "groq": {"kind": "openai", "base_url": "https://api.groq.com/openai/v1"},
+                "official": {"kind": "openai"},
+                "loopback": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1"},
+                "claude": {"kind": "anthropic", "base_url": "http://127.0.0.1:9"},
+                "mock": {"kind": "mock"},
+            }
+        }
+    )
+    assert {name: price_provider(p) for name, p in s.providers.items()} == {
+        "groq": "groq",
+        "official": "openai",
+        "loopback": "openai",
+        "claude": "anthropic",
+        "mock": None,
+    }
+    pricer = Pricer.for_settings(s)
+    cost = pricer.cost(Tokens(1000, 100), "groq", "llama-3.3-70b-versatile")
+    assert cost is not None
+    assert cost.usd == table(
+        "llama-3.3-70b-versatile", "groq", input_tokens=1000, output_tokens=100
+    )
+    assert pricer.cost(Tokens(1000, 100), "loopback", "llama-3.3-70b-versatile") is None
 
 
 @pytest.mark.parametrize(

@@ -24,9 +24,8 @@ URL, else the provider kind's `price_provider` hint, else none (matched by the m
 The table lookup (provider, model) is cached per `Pricer`, misses included (genai-prices caches
 only hits, and a miss scans every model of the provider: about 0.2 ms). The calculation itself
 costs 0.15 to 0.3 ms of CPU (genai-prices resolves its units and prices in Decimal each time): it
-runs once per exchange, when its record is closed, never per chunk.
-genai-prices loads its data on first use: it is imported here, at import time, so that no file
-is read inside the event loop.
+runs once per exchange, when its record is closed, never per chunk. genai-prices loads its data
+on first use: it is imported here, at import time, so that no file is read inside the event loop.
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
     from gateway.settings import ProviderSettings, Settings
 
 CostSource = Literal["table", "route"]
-COST_SOURCES: Final[tuple[CostSource, ...]] = ("table", "route")
 MAX_CACHED: Final = 1024  # (provider, model) pairs kept; past it, lookups are not cached
 _MILLION: Final = Decimal(1_000_000)
 
@@ -81,8 +79,8 @@ class Tokens:
 
 
 class Pricer:
-    """Prices exchanges for one app; `price_providers` maps a configured provider's name to the
-    genai-prices provider id of its kind (None: matched by the model name)."""
+    """Prices exchanges for one app; `price_providers` maps a configured provider's name to its
+    genai-prices provider id (`price_provider`; None: matched by the model name)."""
 
     def __init__(
         self, price_providers: Mapping[str, str | None], max_cached: int = MAX_CACHED

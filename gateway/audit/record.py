@@ -3,9 +3,9 @@
 A record holds identities, times, the normalized and native stop reason, why the answer counts as
 cut, withheld tool calls by id and name, argument parse failures by class/offset/length, usage,
 its cost (gateway.cost), error classes, and what the request translation could not carry (field
-names of the client's wire, and counts of tools and input items; never their values). It never holds message text,
-tool arguments, keys or header values; only with `[audit] log_content = true` does `content`
-carry anything.
+names of the client's wire, and counts of tools and input items; never their values). It never
+holds message text, tool arguments, keys or header values; only with `[audit] log_content = true`
+does `content` carry anything.
 """
 
 from __future__ import annotations

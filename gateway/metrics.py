@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord
+from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord, cost_unknown
 from gateway.resilience.circuit import STATE_VALUES
 from gateway.resilience.outcome import ANSWERS, read_attempts
 
@@ -141,6 +141,19 @@ class GatewayMetrics:
             ["key", "direction"],
             registry=r,
         )
+        self.cost = Counter(
+            "gateway_cost_usd",
+            "What the exchanges cost in USD (route price, else the genai-prices table); "
+            "exchanges of unknown cost add nothing here and count in cost_unknown_exchanges",
+            ["provider", "model"],
+            registry=r,
+        )
+        self.cost_unknown = Counter(
+            "gateway_cost_unknown_exchanges",
+            "Answered exchanges whose cost is not known (no usage, or a model no price covers)",
+            ["provider", "model"],
+            registry=r,
+        )
         self.state_errors = Counter(
             "gateway_shared_state_errors",
             "Shared-state (Redis) operations that failed (limits fail open, circuits count alone)",
@@ -178,6 +191,10 @@ class GatewayMetrics:
             self.upstream_errors.labels(provider, record.error_class).inc()
         if record.runaway_streak:
             self.runaway.labels(provider, model).inc()
+        if record.cost_usd is not None:
+            self.cost.labels(provider, model).inc(record.cost_usd)
+        elif cost_unknown(record):
+            self.cost_unknown.labels(provider, model).inc()
         attempts = record.attempts
         if len(attempts) > 1 or (attempts and attempts[0]["outcome"] not in ANSWERS):
             self._observe_attempts(provider, attempts)

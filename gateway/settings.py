@@ -48,6 +48,7 @@ from gateway.settings_fields import ConfigError, NonEmptyStr, Seconds, _problem
 from gateway.settings_fields import Frozen as _Frozen
 from gateway.settings_fields import parse_duration as _duration
 from gateway.settings_fields import parse_size as _size
+from gateway.settings_price import PriceSettings
 from gateway.settings_resilience import CircuitSettings, RetrySettings, TargetSettings
 from providers.azure_auth import EntraSettings
 from providers.quirks import OpenAIQuirks
@@ -195,6 +196,7 @@ class RouteSettings(_Frozen):
     targets: Annotated[tuple[TargetSettings, ...], Field(strict=False)] = ()
     balance: Literal["weighted", "least_in_flight"] = "weighted"
     retry: RetrySettings | None = None  # None: the first target's provider's
+    price: PriceSettings | None = None  # None: the price table's (gateway.cost)
 
     @model_validator(mode="after")
     def _one_target_form(self) -> RouteSettings:
@@ -261,6 +263,7 @@ class ResolvedTarget:
     provider_name: str
     upstream_model: str
     weight: float
+    price: PriceSettings | None = None  # the target's negotiated price, else its route's
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,10 +325,14 @@ class Settings(_Frozen):
                 if len(targets) == 1:  # the common case, without a generator
                     only = targets[0]
                     upstream = only.upstream_model or model
-                    target = ResolvedTarget(only.key, only.provider, upstream, only.weight)
+                    price = only.price or route.price
+                    target = ResolvedTarget(only.key, only.provider, upstream, only.weight, price)
                     return ResolvedRoute(index, route, (target,))
+                price = route.price
                 resolved = tuple(
-                    ResolvedTarget(t.key, t.provider, t.upstream_model or model, t.weight)
+                    ResolvedTarget(
+                        t.key, t.provider, t.upstream_model or model, t.weight, t.price or price
+                    )
                     for t in targets
                 )
                 return ResolvedRoute(index, route, resolved)

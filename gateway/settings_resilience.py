@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 from gateway.settings_fields import Frozen as _Frozen
 from gateway.settings_fields import NonEmptyStr, Seconds
 from gateway.settings_fields import parse_duration as _duration
+from gateway.settings_price import PriceSettings
 
 
 class RetrySettings(_Frozen):
@@ -47,6 +48,7 @@ class TargetSettings(_Frozen):
     upstream_model: NonEmptyStr | None = None  # None: the client's own model name
     # Share of the route's traffic; 0: a fallback only, tried when the others failed.
     weight: Annotated[float, Field(ge=0, allow_inf_nan=False, strict=False)] = 1.0
+    price: PriceSettings | None = None  # None: the route's price, else the price table's
 
     @cached_property  # in the instance's __dict__ once read: a pydantic private attribute
     def key(self) -> str:  # would go through __getattr__ on every request

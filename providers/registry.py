@@ -152,6 +152,9 @@ class ProviderKind:
     # How the kind authenticates without a configured key, when not by forwarding the client's
     # credential (the startup summary says it).
     keyless: str | None = None
+    # The genai-prices provider id pricing this kind's answers (gateway.cost); None: the price
+    # table matches the provider from the model name alone.
+    price_provider: str | None = None
 
 
 KINDS: Mapping[str, ProviderKind] = {
@@ -163,26 +166,31 @@ KINDS: Mapping[str, ProviderKind] = {
             _openai(OpenAIProvider),
             "https://api.openai.com/v1",
             quirks=True,
+            price_provider="openai",
         ),
         ProviderKind(
             "openai_responses",
             OpenAIResponsesProvider.wire,
             _http(OpenAIResponsesProvider),
             "https://api.openai.com/v1",
+            price_provider="openai",
         ),
         ProviderKind(
             "anthropic",
             AnthropicProvider.wire,
             _http(AnthropicProvider),
             "https://api.anthropic.com",
+            price_provider="anthropic",
         ),
         ProviderKind(
             "gemini",
             GeminiProvider.wire,
             _gemini,
             "https://generativelanguage.googleapis.com",
+            price_provider="google",
         ),
         ProviderKind("mock", MockProvider.wire, _mock),
+        # Vertex AI answers Google's and Anthropic's models: priced by the model's name.
         ProviderKind("vertex", VertexProvider.wire, _vertex, requires=("project", "region")),
         ProviderKind(
             "azure_openai",
@@ -191,6 +199,7 @@ KINDS: Mapping[str, ProviderKind] = {
             requires=("base_url", "api_version"),
             quirks=True,
             entra=True,
+            price_provider="azure",
         ),
         ProviderKind(
             "azure_openai_responses",
@@ -198,6 +207,7 @@ KINDS: Mapping[str, ProviderKind] = {
             _azure(AzureOpenAIResponsesProvider),
             requires=("base_url", "api_version"),
             entra=True,
+            price_provider="azure",
         ),
         ProviderKind(
             "bedrock",
@@ -206,6 +216,7 @@ KINDS: Mapping[str, ProviderKind] = {
             "https://bedrock-runtime.{region}.amazonaws.com",
             requires=("region",),
             keyless="requests are signed with SigV4 and the AWS credential chain",
+            price_provider="aws",
         ),
     )
 }

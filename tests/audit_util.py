@@ -184,6 +184,8 @@ def full_record(i: int, **overrides: Any) -> AuditRecord:
         ],
         "timeout": "idle",
         "key_name": f"team-{i}",
+        "cost_usd": 0.0125 + i / 1024,
+        "cost_source": "table",
     }
     values.update(overrides)
     return AuditRecord(**values)

@@ -153,12 +153,13 @@ def test_malformed_migration_lists_are_refused() -> None:
 
 
 # The columns of each older schema version: version 2 added `ended_by`, version 3 the drops
-# and the Responses ids, version 4 the attempts, the timeout and the key name. Every column
-# beyond them reads back as its field's default.
+# and the Responses ids, version 4 the attempts, the timeout and the key name, version 5 the
+# cost. Every column beyond them reads back as its field's default.
 OLD_COLUMNS = {
     1: COLUMNS[: COLUMNS.index("ended_by")],
     2: COLUMNS[: COLUMNS.index("dropped_fields")],
     3: COLUMNS[: COLUMNS.index("attempts")],
+    4: COLUMNS[: COLUMNS.index("cost_usd")],
 }
 
 
@@ -222,7 +223,9 @@ async def test_an_older_database_is_migrated_keeping_its_rows(
     await store.write([full_record(2)])
     got = {r.id: r for r in await store.fetch()}
     assert got["req-00001"] == old
-    assert got["req-00001"].attempts == [] and got["req-00001"].key_name is None
+    assert got["req-00001"].cost_usd is None and got["req-00001"].cost_source is None
+    if version < 4:
+        assert got["req-00001"].attempts == [] and got["req-00001"].key_name is None
     if version < 3:
         assert got["req-00001"].dropped_fields is None and got["req-00001"].dropped_tools == 0
     assert got["req-00002"] == full_record(2)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from gateway.audit.record import AuditRecord
+from gateway.audit.report import summarize
 from gateway.token_estimate import PER_IMAGE, estimate_sync
 from tests.access_util import audit_rows
 from tests.conftest import UPSTREAM_ANTHROPIC_KEY, anthropic_client
@@ -123,3 +125,18 @@ def test_unroutable_model_is_404_in_anthropic_format(stack):
     )
     assert status == 404
     assert orjson.loads(body)["type"] == "error"
+
+
+def test_counts_and_embeddings_stay_out_of_the_answer_figures():
+    """A token count has no stop reason and is never cut: `gateway audit` counts it apart
+    (`other_operations`), so it dilutes no truncation rate; its cost still adds up."""
+    answer = AuditRecord("a", 1.0, "openai", False, provider="p", stop_reason="length")
+    answer.truncated = True
+    count = AuditRecord("b", 2.0, "anthropic", False, provider="p", operation="count_tokens")
+    embed = AuditRecord("c", 3.0, "openai", False, provider="p", operation="embed")
+    embed.cost_usd = 0.5
+    (summary,) = summarize([answer, count, embed], "provider")
+    assert (summary.requests, summary.truncated_rate) == (1, 1.0)
+    assert summary.stop_reasons["none"] == 0
+    assert summary.other_operations == 2
+    assert summary.cost_usd == 0.5

@@ -105,6 +105,8 @@ REPAIRS: Final[Mapping[str, Repair]] = {
     "attempts": Repair(_json_list, list),
     "timeout": Repair(coerce_text, _none),
     "key_name": Repair(coerce_text, _none),
+    "cost_usd": Repair(coerce_time, _none),  # a finite number, as a time is
+    "cost_source": Repair(coerce_text, _none),
     "operation": Repair(coerce_text, lambda: "generate"),
 }
 # JSON fields are checked for their shape here and for their content by `json_text`, which the

@@ -72,6 +72,8 @@ COLUMNS: tuple[str, ...] = (
     "attempts",
     "timeout",
     "key_name",
+    "cost_usd",
+    "cost_source",
     "operation",
 )
 
@@ -145,6 +147,14 @@ def _attempts_timeout_key_v4(dialect: str) -> list[str]:
     ]
 
 
+def _cost_v5(dialect: str) -> list[str]:
+    real = "DOUBLE PRECISION" if dialect == "postgresql" else "REAL"
+    return [
+        f"ALTER TABLE {TABLE} ADD COLUMN cost_usd {real}",
+        f"ALTER TABLE {TABLE} ADD COLUMN cost_source TEXT",
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -170,6 +180,12 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         5,
+        "audit_records: what the exchange cost in USD (NULL: unknown) and where its price came "
+        "from (table or route)",
+        {d: _cost_v5(d) for d in DIALECTS},
+    ),
+    Migration(
+        6,
         "audit_records.operation: what the exchange asked for (generate, count_tokens, embed)",
         {
             d: [f"ALTER TABLE {TABLE} ADD COLUMN operation TEXT NOT NULL DEFAULT 'generate'"]

@@ -2,10 +2,10 @@
 
 A record holds identities, times, the normalized and native stop reason, why the answer counts as
 cut, withheld tool calls by id and name, argument parse failures by class/offset/length, usage,
-error classes, and what the request translation could not carry (field names of the client's
-wire, and counts of tools and input items; never their values). It never holds message text,
-tool arguments, keys or header values; only with `[audit] log_content = true` does `content`
-carry anything.
+its cost (gateway.cost), error classes, and what the request translation could not carry (field
+names of the client's wire, and counts of tools and input items; never their values). It never
+holds message text, tool arguments, keys or header values; only with `[audit] log_content = true`
+does `content` carry anything.
 """
 
 from __future__ import annotations
@@ -129,6 +129,10 @@ class AuditRecord:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     timeout: str | None = None  # the timeout that fired: one of TIMEOUTS
     key_name: str | None = None  # the gateway key's configured name, never the key
+    # What the exchange cost in USD (gateway.cost); None: unknown (or nothing answered), never 0
+    # for unknown. `cost_source`: "table" (genai-prices) or "route" (the configured price).
+    cost_usd: float | None = None
+    cost_source: str | None = None
     # What the exchange asked for: a model answer, or one of OPERATIONS' others (a token count,
     # embeddings), which have no stop reason and are never cut.
     operation: str = "generate"
@@ -149,6 +153,12 @@ class AuditRecord:
         """A shallow dict of the fields (lists are shared, not copied: this runs per exchange,
         and `dataclasses.asdict` deep-copies)."""
         return dict(zip(FIELD_NAMES, _ALL_FIELDS(self), strict=True))
+
+
+def cost_unknown(record: AuditRecord) -> bool:
+    """An answer came (the record has a stop reason) but its cost is not known: what the
+    report's `cost_unknown` and /metrics' unknown-cost counter count."""
+    return record.cost_usd is None and record.stop_reason is not None
 
 
 FIELD_NAMES = tuple(f.name for f in fields(AuditRecord))

@@ -12,7 +12,8 @@ Summary JSON (`render_json`): a list, one object per group, most requests first:
      "truncated": 2, "truncated_rate": 0.5, "withheld_tool_calls": 1, "parse_failures": 0,
      "missing_terminators": 1, "ttfb_p50_ms": 120.0, "ttfb_p95_ms": 480.0,
      "total_p50_ms": 900.0, "total_p95_ms": 2500.0, "input_tokens": 310, "output_tokens": 95,
-     "dropped_fields": 1, "retried": 1, "fallbacks": 0}
+     "dropped_fields": 1, "retried": 1, "fallbacks": 0, "cost_usd": 0.01234, "cost_unknown": 1,
+     "other_operations": 0}
 
   `group` is `-` when the record had no value; `truncated_rate` is rounded to 4 decimals; times
   are milliseconds rounded to 1 decimal, `null` when the group has none; every stop reason of the
@@ -20,7 +21,11 @@ Summary JSON (`render_json`): a list, one object per group, most requests first:
   after the others, so it comes last). `dropped_fields` counts the exchanges whose request
   translation dropped at least one field, `retried` those that took more than one attempt and
   `fallbacks` those answered by another target than the first one tried (added later, so they
-  come last). Indented by two spaces.
+  come last). `cost_usd` is the sum of the known costs in USD, unrounded, `null` when no
+  exchange of the group has a known cost; `cost_unknown` counts the answered exchanges whose cost
+  is unknown, which are never summed as 0 (both added later). `other_operations` counts the
+  group's exchanges that asked for no model answer (token counts, embeddings): they are in no
+  other count but the cost (added last). Indented by two spaces.
 
 Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line endings:
 
@@ -28,11 +33,13 @@ Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line e
     stop_content_filter,stop_refusal,stop_pause,stop_context_window,stop_malformed,stop_error,
     stop_aborted,stop_unknown,truncated,truncated_rate,withheld_tool_calls,parse_failures,
     missing_terminators,ttfb_p50_ms,ttfb_p95_ms,total_p50_ms,total_p95_ms,input_tokens,
-    output_tokens,stop_none,dropped_fields,retried,fallbacks
+    output_tokens,stop_none,dropped_fields,retried,fallbacks,cost_usd,cost_unknown,
+    other_operations
 
   (one line in the output; `stop_none`, the records without a stop reason, `dropped_fields`,
-  `retried` and `fallbacks` came later and so were appended at the end). `truncated_rate` has
-  exactly 4 decimals (`0.5000`), times exactly 1 (`120.0`), and a missing time is an empty field.
+  `retried`, `fallbacks`, `cost_usd`, `cost_unknown` and `other_operations` came later and so
+  were appended at the end). `truncated_rate` has exactly 4 decimals (`0.5000`), times exactly
+  1 (`120.0`), a cost exactly 8 (`0.01234000`, USD); a missing time or cost is an empty field.
 
 Truncated JSON (`render_truncated_json`): a list, newest first:
 
@@ -98,6 +105,9 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "dropped_fields",
     "retried",
     "fallbacks",
+    "cost_usd",
+    "cost_unknown",
+    "other_operations",
 )
 TRUNCATED_COLUMNS: Final[tuple[str, ...]] = (
     "id",
@@ -153,6 +163,9 @@ def _summary_object(s: GroupSummary) -> dict[str, Any]:
         "dropped_fields": s.dropped_fields,
         "retried": s.retried,
         "fallbacks": s.fallbacks,
+        "cost_usd": s.cost_usd,
+        "cost_unknown": s.cost_unknown,
+        "other_operations": s.other_operations,
     }
 
 
@@ -191,6 +204,10 @@ def _csv_ms(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
 
 
+def _csv_usd(value: float | None) -> str:
+    return "" if value is None else f"{value:.8f}"
+
+
 def render_json(summaries: Sequence[GroupSummary]) -> str:
     return _json([_summary_object(s) for s in summaries])
 
@@ -218,6 +235,9 @@ def render_csv(summaries: Sequence[GroupSummary]) -> str:
             str(s.dropped_fields),
             str(s.retried),
             str(s.fallbacks),
+            _csv_usd(s.cost_usd),
+            str(s.cost_unknown),
+            str(s.other_operations),
         ]
         for s in summaries
     ]
@@ -381,7 +401,9 @@ def render_table(
     stop reasons get their own table, with only the reasons some group has. Truncated shows as
     `n (x.x%)`, times as `p50/p95` in ms, tokens compactly (`12.3k/4.5k`). The exchanges whose
     translation dropped request fields get a column when there are any, and so do the retried
-    exchanges with those a fallback answered (`retried/fallback`).
+    exchanges with those a fallback answered (`retried/fallback`). When some exchange has a
+    known cost, a last table shows, per group, the known costs' sum and how many answered
+    exchanges have an unknown cost (never counted as $0).
     """
     if not summaries:
         return "no audit records in this window\n"
@@ -423,7 +445,30 @@ def render_table(
             [(s.group, [str(s.stop_reasons.get(name, 0)) for name in shown]) for s in summaries],
         )
     )
+    if any(s.cost_usd is not None for s in summaries):
+        tables.append(
+            _group_table(
+                f"cost by {by}",
+                by,
+                _COST_HEADERS,
+                [(s.group, [_usd(s.cost_usd), str(s.cost_unknown)]) for s in summaries],
+            )
+        )
     return _to_text(*tables, width=console_width)
+
+
+_COST_HEADERS: Final = ("cost\nUSD", "cost not\nknown")
+
+
+def _usd(value: float | None) -> str:
+    """A cost for people: `$12.35`, `$0.0123`, `$0.000041`; `-` when none is known."""
+    if value is None:
+        return MISSING
+    if value >= 1:
+        return f"${value:,.2f}"
+    if value >= 0.01:
+        return f"${value:.4f}"
+    return f"${value:.6f}"
 
 
 def _why(t: TruncatedExchange) -> str:

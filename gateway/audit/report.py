@@ -18,17 +18,27 @@ Conventions, so numbers mean the same thing everywhere:
   is what one wants with the small samples of a single provider over a short window. A percentile
   is `None` when the group has no value (no first byte, or no end time, was ever recorded).
 - Token sums add the known counts; a record without usage adds nothing.
+- Cost sums add the known costs (USD); an answered record whose cost is unknown adds nothing to
+  `cost_usd` and counts in `cost_unknown` instead, never as 0. `cost_usd` is None when no record
+  of the group has a known cost.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final, Literal, get_args
 
-from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord
+from gateway.audit.record import (
+    NO_PROVIDER,
+    NO_STOP_REASON,
+    OPERATIONS,
+    AuditRecord,
+    cost_unknown,
+)
 from gateway.events import StopReason
 from gateway.resilience.outcome import read_attempts
 
@@ -82,6 +92,9 @@ class GroupSummary:
     dropped_fields: int = 0  # exchanges whose request translation dropped at least one field
     retried: int = 0  # exchanges that took more than one attempt
     fallbacks: int = 0  # exchanges answered by another target than the first one tried
+    cost_usd: float | None = None  # the known costs' sum; None: no known cost in the group
+    cost_unknown: int = 0  # answered exchanges whose cost is not known (not in cost_usd)
+    other_operations: int = 0  # token counts and embeddings: in the cost only
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +158,13 @@ def summarize(records: Iterable[AuditRecord], by: str = "provider") -> list[Grou
     return summaries
 
 
-def _summarize_group(by: str, key: str, records: list[AuditRecord]) -> GroupSummary:
+GENERATE: Final = OPERATIONS[0]  # a model answer
+
+
+def _summarize_group(by: str, key: str, everything: list[AuditRecord]) -> GroupSummary:
+    """The figures of the group's model answers; its other exchanges (token counts,
+    embeddings), which have no stop reason and are never cut, count in the cost only."""
+    records = [r for r in everything if r.operation == GENERATE]
     stops = dict.fromkeys(STOP_REASON_KEYS, 0)
     for record in records:
         stops[stop_reason_of(record)] += 1
@@ -154,6 +173,7 @@ def _summarize_group(by: str, key: str, records: list[AuditRecord]) -> GroupSumm
     attempts = [read_attempts(r.attempts) for r in records]
     ttfb = [ms for r in records if (ms := r.ttfb_ms) is not None]
     total = [ms for r in records if (ms := r.total_ms) is not None]
+    costs = [usd for r in everything if (usd := r.cost_usd) is not None]
     return GroupSummary(
         by=by,
         group=key,
@@ -174,6 +194,9 @@ def _summarize_group(by: str, key: str, records: list[AuditRecord]) -> GroupSumm
         dropped_fields=sum(1 for r in records if r.dropped_fields),
         retried=sum(1 for read in attempts if read.tries > 1),
         fallbacks=sum(1 for read in attempts if read.fell_back),
+        cost_usd=math.fsum(costs) if costs else None,  # fsum: no drift over many small costs
+        cost_unknown=sum(1 for r in records if cost_unknown(r)),
+        other_operations=len(everything) - len(records),
     )
 
 

@@ -15,6 +15,7 @@ import orjson
 from aiohttp import web
 
 from gateway.access import forwarded_headers
+from gateway.cost import Tokens
 from gateway.errors import InvalidRequest, UpstreamProtocolError
 from gateway.formats.registry import UNREADABLE
 from gateway.formats.shape import count
@@ -60,6 +61,21 @@ def relayed_usage(raw: bytes) -> int | None:
     return count(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
 
 
+def _record_usage(
+    exchange: Exchange, gateway: Gateway, target: ResolvedTarget, tokens: int | None
+) -> None:
+    """The input tokens, and their cost (embeddings bill input only) when the count is known."""
+    record = exchange.record
+    record.input_tokens = tokens
+    if tokens is None or gateway.pricer is None:
+        return
+    cost = gateway.pricer.cost(
+        Tokens(tokens, 0), target.provider_name, target.upstream_model, target.price
+    )
+    if cost is not None:
+        record.cost_usd, record.cost_source = cost.usd, cost.source
+
+
 def _payload(embedder: Embedder, obj: dict[str, Any], raw: bytes, model: str) -> bytes:
     if embedder.request is None:
         return raw if obj.get("model") == model else orjson.dumps({**obj, "model": model})
@@ -93,7 +109,7 @@ async def embed(
         reply.release()
     response_headers = {"content-type": "application/json", "x-request-id": exchange.id}
     if embedder.answer is None:
-        exchange.record.input_tokens = relayed_usage(answer)
+        _record_usage(exchange, gateway, target, relayed_usage(answer))
         return web.Response(body=answer, headers=response_headers)
     texts = len(client_texts(obj))
     try:
@@ -101,7 +117,7 @@ async def embed(
     except UNREADABLE as exc:
         message = f"The upstream's embeddings are not a valid {wire} answer"
         raise UpstreamProtocolError(f"{message} ({type(exc).__name__})") from None
-    exchange.record.input_tokens = tokens
+    _record_usage(exchange, gateway, target, tokens)
     out = openai_list(vectors, body.model, tokens, encoding)
     return web.Response(body=orjson.dumps(out), headers=response_headers)
 

@@ -26,6 +26,7 @@ from gateway.access import AccessControl, forwarded_headers
 from gateway.agent_guard import identical_tool_call_streak
 from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat
+from gateway.cost import Pricer
 from gateway.edge import read_body
 from gateway.encode import ReplyTerms
 from gateway.errors import (
@@ -42,7 +43,7 @@ from gateway.events import StreamError
 from gateway.formats.registry import wire_for
 from gateway.handlers.attempt import Attempt
 from gateway.handlers.chaining import Chain, open_chain
-from gateway.handlers.recording import complete_record
+from gateway.handlers.recording import complete_record, record_cost
 from gateway.handlers.responses import error_response, new_request_id
 from gateway.handlers.streaming import stream_reply
 from gateway.handlers.upstream_errors import status_error
@@ -63,6 +64,7 @@ from gateway.resilience.plan import Resilience
 from gateway.resilience.retry import Retries
 from gateway.responses_store import OffStore, ResponseStore
 from gateway.settings import ResolvedRoute, ResolvedTarget, Settings
+from gateway.settings_price import PriceSettings
 from gateway.translate.table import NOTHING_DROPPED, Dropped, translate_request
 from gateway.translate.translation import ToolOrigin
 from providers.base import Provider, ProviderRequest, own_stop_reasons
@@ -109,10 +111,13 @@ class Gateway:
     closing: bool = False  # the server is shutting down: what it cancels now, it ended
     access: AccessControl | None = None  # gateway keys and limits; None: neither configured
     running: set[asyncio.Task[Any]] = field(default_factory=set)  # the exchanges' tasks
+    pricer: Pricer | None = None  # what exchanges cost; None: built from `settings`
 
     def __post_init__(self) -> None:
         if self.resilience is None:
             self.resilience = Resilience(self.settings)
+        if self.pricer is None:
+            self.pricer = Pricer.for_settings(self.settings)
 
     def stop_exchanges(self) -> None:
         """The shutdown grace is over: every exchange still running is ended by the server."""
@@ -132,6 +137,7 @@ class Exchange:
     attempt: Attempt | None = None
     ended_by: str | None = None  # one of audit.record.ENDED_BY when it ended early
     chain: Chain | None = None  # a Responses answer to keep, and the history it continued
+    price: PriceSettings | None = None  # the current attempt's target's negotiated price
 
 
 async def serve(
@@ -169,7 +175,8 @@ async def serve(
     finally:
         if task is not None:
             gateway.running.discard(task)
-        _close_record(exchange, response, request)
+        assert gateway.pricer is not None  # Gateway.__post_init__
+        _close_record(exchange, response, request, gateway.pricer)
         await asyncio.shield(gateway.observer.finished(record))
     return response
 
@@ -186,7 +193,7 @@ def _answer_shutdown(gateway: Gateway, record: AuditRecord, task: asyncio.Task[A
 
 
 def _close_record(
-    exchange: Exchange, response: web.StreamResponse | None, request: web.Request
+    exchange: Exchange, response: web.StreamResponse | None, request: web.Request, pricer: Pricer
 ) -> None:
     record = exchange.record
     record.ended_at = time.time()
@@ -206,6 +213,8 @@ def _close_record(
     record.client_aborted = exchange.ended_by == "client"
     if attempt is not None and (attempt.answered or attempt.aggregator.error is not None):
         complete_record(record, attempt, exchange.request_body)
+        if attempt.answered:
+            record_cost(record, pricer, attempt.aggregator.snapshot, exchange.price)
 
 
 def _check_runaway(
@@ -398,6 +407,7 @@ async def _attempt(
     )
     record.response_id = terms.response_id
     attempt = exchange.attempt = Attempt(provider, wire, terms)
+    exchange.price = target.price
     headers = forwarded_headers(gateway.access, FORWARDED_HEADERS, request.headers)
     payload = translation.payload
     upstream = ProviderRequest(payload, record.stream, target.upstream_model, headers=headers)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any, Final
 
 from gateway.audit.record import AuditRecord
+from gateway.cost import Pricer, Tokens
 from gateway.handlers.attempt import Attempt
+from gateway.normalize.aggregate import AggregatedResponse
+from gateway.settings_price import PriceSettings
 
 # The keys of a Stop's `details` the record keeps, beside the answering attempt's entry: the
 # content filter's categories and severities (Azure OpenAI). Never an explanation or any text.
@@ -69,3 +72,22 @@ def _keep_stop_details(record: AuditRecord, details: dict[str, Any] | None) -> N
     kept = {key: details[key] for key in AUDITED_STOP_DETAILS if key in details}
     if kept:
         record.attempts[-1]["stop_details"] = kept
+
+
+def record_cost(
+    record: AuditRecord, pricer: Pricer, answer: AggregatedResponse, price: PriceSettings | None
+) -> None:
+    """The exchange's cost, once, from its final usage (`complete_record` first).
+
+    An answer that broke (upstream error, cut connection, a client that left) has no cost: the
+    upstream bills what it generated, which the usage seen so far does not say (Anthropic's
+    `message_start` carries a placeholder output count of 1). It is priced by the model the
+    upstream says answered (OpenAI's `gpt-4o` answers as `gpt-4o-2024-08-06`, priced as such;
+    an Azure deployment answers with its model's name), else by the model it was asked for.
+    """
+    if answer.error is not None:
+        return
+    model = answer.model or record.upstream_model
+    cost = pricer.cost(Tokens.of(record), record.provider, model, price)
+    if cost is not None:
+        record.cost_usd, record.cost_source = cost.usd, cost.source

@@ -181,6 +181,8 @@ class BedrockUpstream(FakeUpstream):
         app = web.Application()
         app.router.add_post("/model/{model_id}/converse", self.converse)
         app.router.add_post("/model/{model_id}/converse-stream", self.converse)
+        app.router.add_post("/model/{model_id}/count-tokens", self.converse)  # CountTokens
+        app.router.add_post("/model/{model_id}/invoke", self.converse)  # InvokeModel
         return app
 
     def _check_auth(self, request: web.Request) -> str | None:

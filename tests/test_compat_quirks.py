@@ -360,7 +360,7 @@ def test_the_example_entries_load() -> None:
 
 
 def test_the_readme_examples_load() -> None:
-    text = (ROOT / "docs" / "readme-azure.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "providers" / "azure_openai.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```toml\n(.*?)```", text, re.S)
     names = set()
     for block in blocks:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
-from pathlib import Path
 
 import orjson
 import pytest
@@ -459,20 +457,3 @@ def test_the_table_is_the_protocols_table():
     blocks = {BLOCK_REASON_PREFIX + reason: S.CONTENT_FILTER for reason in SPEC_BLOCK_REASONS}
     assert dict(GEMINI_NATIVE) == {**SPEC, **blocks}
     assert wire_for("gemini").stop_reasons is GEMINI_NATIVE
-
-
-def test_the_readme_text_has_a_row_per_native_value():
-    """docs/readme-gemini.md (merged into the README): each native value's row names the
-    normalized reason the table gives it."""
-    doc = Path(__file__).resolve().parents[1] / "docs" / "readme-gemini.md"
-    rows = {}
-    for line in doc.read_text().splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 6 and cells[0] == "gemini":
-            native = re.search(r"\(native `([^`]+)`\)", cells[1]) or re.fullmatch(
-                r"`([^`]+)`", cells[1]
-            )
-            if native is not None:
-                rows[native.group(1)] = cells[2]
-    for native, reason in GEMINI_NATIVE.items():
-        assert rows.get(native) == reason.name, native

@@ -461,3 +461,20 @@ provider = "mock"
 
     assert s.model_names() == ["fast", "mock-fast", "mock-big", "alias"]
     assert default_settings({}).model_names() == []
+
+
+def test_readme_providers_example_loads():
+    """The README's configuration example of every provider kind is a configuration."""
+    import re
+    import tomllib
+
+    from gateway.settings import parse_settings
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = next(
+        b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if "[providers.gemini]" in b
+    )
+    settings = parse_settings(tomllib.loads(block))
+    kinds = {p.kind for p in settings.providers.values()}
+    assert kinds >= {"gemini", "vertex", "bedrock", "azure_openai", "openai"}
+    assert settings.resolve_route("gpt-4o").upstream_model == "my-gpt-4o-deployment"

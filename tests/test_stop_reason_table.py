@@ -206,7 +206,7 @@ WIRE_UPSTREAMS: dict[str, tuple[Callable[[str], dict[str, Any]], Answer]] = {
 }
 # Where the wires that put the model in the URL have it: Gemini `models/<m>:<method>`, Bedrock
 # `model/<m>/<operation>`.
-MODEL_IN_PATH = re.compile(r"/models?/([^/:]+)[:/]")
+MODEL_IN_PATH = re.compile(r"/models/([^/:]+):|/model/([^/]+)/")
 
 
 class TableUpstream:
@@ -224,7 +224,9 @@ class TableUpstream:
     async def handle(self, request: web.Request) -> web.Response:
         raw = await request.read()
         in_path = MODEL_IN_PATH.search(request.path)
-        model = in_path.group(1) if in_path else orjson.loads(raw).get("model")
+        model = (
+            (in_path.group(1) or in_path.group(2)) if in_path else orjson.loads(raw).get("model")
+        )
         body = self.answers.get(model)
         if body is None:
             return web.json_response({"error": {"message": "unscripted"}}, status=599)

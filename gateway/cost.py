@@ -22,14 +22,19 @@ The table's provider is the one the configured `base_url` belongs to when the ta
 URL, else the provider kind's `price_provider` hint, else none (matched by the model name).
 
 The table lookup (provider, model) is cached per `Pricer`, misses included (genai-prices caches
-only hits, and a miss scans every model of the provider: about 0.2 ms). The calculation itself
-costs 0.15 to 0.3 ms of CPU (genai-prices resolves its units and prices in Decimal each time): it
-runs once per exchange, when its record is closed, never per chunk. genai-prices loads its data
-on first use: it is imported here, at import time, so that no file is read inside the event loop.
+only hits, and a miss scans every model of the provider: about 0.2 ms). genai-prices' own
+calculation costs 0.1 to 0.3 ms of CPU (it resolves its units and prices in Decimal each time),
+more than the rest of an exchange; so a model whose price is one plain price per token kind (no
+tiers by prompt size, no prices by date or time of day: most models) is priced by `Linear`,
+its four per-token rates read once from genai-prices' own calculation, in about 1 µs. The others
+go through genai-prices each time. Either way it runs once per exchange, never per chunk.
+genai-prices loads its data on first use: it is imported here, at import time, so that no file
+is read inside the event loop.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -39,7 +44,7 @@ import genai_prices.data  # the price table, loaded now rather than inside the l
 import genai_prices.data_units  # noqa: F401  (its units too)
 from genai_prices import Usage
 from genai_prices.data_snapshot import get_snapshot
-from genai_prices.types import ModelInfo, Provider
+from genai_prices.types import ModelInfo, ModelPrice, Provider, TieredPrices
 
 from gateway.settings_price import PriceSettings
 from providers.registry import KINDS
@@ -78,6 +83,65 @@ class Tokens:
         )
 
 
+# The probes' token count: below every tier's threshold (the smallest is 128k).
+PROBE_TOKENS: Final = 1000
+_PROBE: Final = Decimal(PROBE_TOKENS)
+
+
+@dataclass(frozen=True, slots=True)
+class Linear:
+    """A plain price's rates in USD per token (fresh input, output, cache read, cache write),
+    good for requests of at most `limit` input tokens (the first tier of a tiered price)."""
+
+    input: Decimal
+    output: Decimal
+    cache_read: Decimal
+    cache_write: Decimal
+    limit: float = math.inf
+
+    @classmethod
+    def of(cls, info: ModelInfo, provider: Provider) -> Linear | None:
+        """The rates, read from genai-prices' own calculation of four probes; None when the
+        price changes by date or time (then genai-prices is asked each time). Price variants
+        (batch, flex) apply only to requests that name them, which the gateway never does."""
+        prices = info.prices
+        if not isinstance(prices, ModelPrice):
+            return None
+        tiers = [v for v in prices.__dict__.values() if isinstance(v, TieredPrices)]
+        limit = min((t.start for v in tiers for t in v.tiers), default=math.inf)
+        try:
+            rates = [
+                info.calc_price(Usage(**probe), provider).total_price / _PROBE
+                for probe in (
+                    {"input_tokens": PROBE_TOKENS},
+                    {"output_tokens": PROBE_TOKENS},
+                    {"input_tokens": PROBE_TOKENS, "cache_read_tokens": PROBE_TOKENS},
+                    {"input_tokens": PROBE_TOKENS, "cache_write_tokens": PROBE_TOKENS},
+                )
+            ]
+        except (ValueError, ArithmeticError):  # a unit the probes cannot price alone
+            return None
+        fresh, output, read, write = rates
+        return cls(fresh, output, read, write, float(limit))
+
+    def cost(self, tokens: Tokens) -> float | None:
+        """The cost; None when the counts contradict each other. Only for `tokens.input` up
+        to `limit`."""
+        assert tokens.input is not None and tokens.output is not None
+        read = tokens.cache_read or 0
+        write = tokens.cache_write or 0
+        fresh = tokens.input - read - write
+        if fresh < 0:  # counts that contradict each other
+            return None
+        # In Decimal, as genai-prices computes: the same figure to the last digit.
+        return float(
+            self.input * fresh
+            + self.cache_read * read
+            + self.cache_write * write
+            + self.output * tokens.output
+        )
+
+
 class Pricer:
     """Prices exchanges for one app; `price_providers` maps a configured provider's name to its
     genai-prices provider id (`price_provider`; None: matched by the model name)."""
@@ -88,6 +152,7 @@ class Pricer:
         self._price_providers = dict(price_providers)
         self._max_cached = max_cached
         self._models: dict[tuple[str | None, str], tuple[Provider, ModelInfo] | None] = {}
+        self._linear: dict[tuple[str | None, str], Linear | None] = {}
 
     @classmethod
     def for_settings(cls, settings: Settings) -> Pricer:
@@ -108,10 +173,17 @@ class Pricer:
             return None if usd is None else Cost(usd, "route")
         if provider is None or not model or provider not in self._price_providers:
             return None
-        found = self._lookup(self._price_providers[provider], model)
+        key = (self._price_providers[provider], model)
+        found = self._lookup(*key)
         if found is None:
             return None
         table_provider, info = found
+        if key not in self._linear and len(self._linear) < self._max_cached:
+            self._linear[key] = Linear.of(info, table_provider)
+        linear = self._linear.get(key)
+        if linear is not None and tokens.input <= linear.limit:
+            usd = linear.cost(tokens)
+            return None if usd is None else Cost(usd, "table")
         usage = Usage(
             input_tokens=tokens.input,
             output_tokens=tokens.output,

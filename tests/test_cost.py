@@ -344,3 +344,37 @@ async def test_migration_5_adds_the_cost_to_a_schema_4_trail(backend: Backend) -
         0.000123456789,
         0,
     )
+
+
+@pytest.mark.parametrize(
+    ("provider", "model"),
+    [
+        ("openai", "gpt-4o-mini"),
+        ("openai", "gpt-4o"),
+        ("anthropic", "claude-sonnet-4-5"),  # tiered past 200k input tokens
+        ("anthropic", "claude-3-5-haiku-latest"),
+        ("google", "gemini-2.5-pro"),  # tiered too
+        ("aws", "anthropic.claude-3-5-sonnet-20240620-v1:0"),
+    ],
+)
+@pytest.mark.parametrize("input_tokens", [0, 1, 1200, 199_999, 200_001, 1_000_000])
+def test_the_fast_path_is_genai_prices_to_the_last_digit(provider, model, input_tokens):
+    """Plain prices are computed from rates read once (gateway.cost.Linear): the same figure
+    as genai-prices' own calculation, below and above a tier's threshold."""
+    from genai_prices import Usage, calc_price
+
+    from gateway.cost import Linear
+
+    pricer = Pricer({provider: provider})
+    read, write = min(100, input_tokens), min(50, max(0, input_tokens - 100))
+    tokens = Tokens(input_tokens, 321, read, write)
+    cost = pricer.cost(tokens, provider, model)
+    usage = Usage(
+        input_tokens=input_tokens,
+        output_tokens=321,
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+    )
+    expected = float(calc_price(usage, model, provider_id=provider).total_price)
+    assert cost is not None and cost.usd == expected
+    assert any(isinstance(rates, Linear) for rates in pricer._linear.values())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from providers.base import Operation, ProviderRequest
+from providers.base import NO_OWN_STOP_REASONS, Operation, ProviderRequest
 from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
 
 # The version the public API requires when the client sends none (PROTOCOLS.md c.1).
@@ -23,6 +23,7 @@ class AnthropicProvider:
     """
 
     wire = "anthropic"
+    own_stop_reasons = NO_OWN_STOP_REASONS
 
     def __init__(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Protocol
 
 from gateway.events import StopReason
@@ -51,6 +52,9 @@ class UpstreamReply(Protocol):
 class Provider(Protocol):
     name: str
     wire: str  # a row of gateway.formats.registry.WIRES: the wire of its answers
+    # Native stop values its upstream sends of its own (quirk flags), read on top of its wire's
+    # table (gateway.formats.registry.Wire.with_stop_reasons); most have none.
+    own_stop_reasons: Mapping[str, StopReason]
 
     def wire_of(self, model: str) -> str:
         """The wire the provider speaks for `model` (`wire` for most; Vertex AI answers Gemini
@@ -76,9 +80,4 @@ class Provider(Protocol):
     async def close(self) -> None: ...
 
 
-def own_stop_reasons(provider: Provider) -> Mapping[str, StopReason]:
-    """The native stop values the provider's upstream sends of its own (its quirk flags, e.g.
-    `providers.openai.OpenAIProvider.own_stop_reasons`), read on top of its wire's table by
-    `gateway.formats.registry.Wire.with_stop_reasons`. Optional: most providers have none."""
-    own = getattr(provider, "own_stop_reasons", None)
-    return own if isinstance(own, Mapping) else {}
+NO_OWN_STOP_REASONS: Mapping[str, StopReason] = MappingProxyType({})

@@ -36,7 +36,7 @@ from botocore.exceptions import BotoCoreError
 from botocore.session import Session
 
 from gateway.errors import UpstreamUnreachable
-from providers.base import Operation, ProviderRequest
+from providers.base import NO_OWN_STOP_REASONS, Operation, ProviderRequest
 from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
 
 log = logging.getLogger("gateway.providers.bedrock")
@@ -70,6 +70,7 @@ def count_body(converse: bytes) -> bytes:
 
 class BedrockProvider:
     wire = "bedrock"
+    own_stop_reasons = NO_OWN_STOP_REASONS
 
     def __init__(
         self,

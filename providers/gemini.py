@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import orjson
 
-from providers.base import Operation, ProviderRequest
+from providers.base import NO_OWN_STOP_REASONS, Operation, ProviderRequest
 from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
 
 DEFAULT_API_VERSION: Final = "v1beta"
@@ -65,6 +65,7 @@ class GeminiProvider:
     """
 
     wire = "gemini"
+    own_stop_reasons = NO_OWN_STOP_REASONS
 
     def __init__(
         self,

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from providers.base import Operation, ProviderRequest
+from providers.base import NO_OWN_STOP_REASONS, Operation, ProviderRequest
 
 Event = dict[str, Any]
 
@@ -397,6 +397,7 @@ class MockProvider:
     """The offline Anthropic-wire provider; see the module docstring for the scenarios."""
 
     wire = "anthropic"
+    own_stop_reasons = NO_OWN_STOP_REASONS
 
     def __init__(self, name: str = "mock") -> None:
         self.name = name

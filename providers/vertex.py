@@ -27,7 +27,7 @@ from urllib.parse import quote
 import orjson
 
 from gateway.errors import InvalidRequest, UpstreamCredentialsUnavailable
-from providers.base import Operation, ProviderRequest
+from providers.base import NO_OWN_STOP_REASONS, Operation, ProviderRequest
 from providers.google_credentials import AccessTokens
 from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
 
@@ -138,6 +138,7 @@ class VertexProvider:
     """
 
     wire = "gemini"  # the wire of most models; wire_of(model) says which one a model speaks
+    own_stop_reasons = NO_OWN_STOP_REASONS
 
     def __init__(
         self,

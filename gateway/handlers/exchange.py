@@ -67,7 +67,7 @@ from gateway.settings import ResolvedRoute, ResolvedTarget, Settings
 from gateway.settings_price import PriceSettings
 from gateway.translate.table import NOTHING_DROPPED, Dropped, translate_request
 from gateway.translate.translation import ToolOrigin
-from providers.base import Provider, ProviderRequest, own_stop_reasons
+from providers.base import Provider, ProviderRequest
 
 FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "x-api-key", "authorization")
 
@@ -386,7 +386,7 @@ async def _attempt(
     """One try at one target."""
     client, record = exchange.client, exchange.record
     wire = wire_for(provider.wire_of(target.upstream_model))
-    wire = wire.with_stop_reasons(own_stop_reasons(provider))  # quirk flags: its own values
+    wire = wire.with_stop_reasons(provider.own_stop_reasons)  # quirk flags: its own values
     policy = gateway.settings.truncation.tool_calls
     translation = _upstream_payload(client, wire.name, obj, raw, target.upstream_model)
     _record_dropped(record, translation.dropped)

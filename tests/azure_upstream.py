@@ -21,9 +21,7 @@ import asyncio
 import contextlib
 import json
 import sqlite3
-import threading
 import time
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +30,8 @@ import orjson
 from aiohttp import web
 
 from gateway.app import build_app
-from gateway.edge import make_runner
 from gateway.settings import parse_settings
+from tests.served import LoopServers
 
 AZURE_KEY = "azure-key-SECRET-0003"
 ENTRA_TOKEN = "entra-token-SECRET-0004"
@@ -389,47 +387,22 @@ def gateway_settings(upstream: str, store: str, token_file: Path) -> dict[str, A
 ENV = {"AZURE_OPENAI_API_KEY": AZURE_KEY, "AZURE_OPENAI_TOKEN": ENTRA_ENV_TOKEN}
 
 
-class AzureStack:
+class AzureStack(LoopServers):
     """The upstream and one gateway on their own loop thread (the sync SDKs drive them)."""
 
     def __init__(self, directory: Path) -> None:
+        super().__init__()
         self.directory = directory
         self.token_file = directory / "entra-token"
         self.token_file.write_text(ENTRA_TOKEN + "\n")
         self.db = directory / "audit.db"
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.upstream = AzureUpstream()
         self.url = ""
-        self._runners: list[web.AppRunner] = []
-
-    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
-
-    async def _serve(self, app: web.Application) -> str:
-        runner = make_runner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        self._runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}"
 
     async def _start(self) -> None:
         upstream = await self._serve(self.upstream.app())
         config = gateway_settings(upstream, f"sqlite:///{self.db}", self.token_file)
         self.url = await self._serve(build_app(parse_settings(config, env=ENV), env=ENV))
-
-    async def _stop(self) -> None:
-        for runner in reversed(self._runners):
-            await runner.cleanup()
-
-    def start(self) -> None:
-        self.thread.start()
-        self.run(self._start())
-
-    def stop(self) -> None:
-        self.run(self._stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
 
     def record(self, model: str) -> dict[str, Any]:
         """The one audit record of `model`'s exchange, once the writer wrote it; its raw row

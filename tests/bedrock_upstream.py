@@ -13,12 +13,9 @@ a SigV4 signature of the shape AWS requires, or the Bedrock API key as a bearer 
 
 from __future__ import annotations
 
-import asyncio
 import binascii
 import re
 import struct
-import threading
-from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -29,8 +26,8 @@ import orjson
 from aiohttp import web
 
 from gateway.app import build_app
-from gateway.edge import make_runner
 from gateway.settings import parse_settings
+from tests.served import LoopServers
 from tests.upstream import FakeUpstream, Received, Script
 
 Event = tuple[str, dict[str, Any]]
@@ -261,29 +258,16 @@ def gateway_settings(upstream_url: str, policy: str, audit_store: str) -> dict[s
     }
 
 
-class BedrockStack:
+class BedrockStack(LoopServers):
     """A Bedrock upstream and one gateway per truncation policy, on their own loop thread (so
     the sync SDK clients can drive them), as tests/conftest.py's stack does."""
 
     def __init__(self, audit_dir: Path) -> None:
+        super().__init__()
         self.audit_dir = audit_dir
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.upstream = BedrockUpstream(REGION, bearer=BEARER_KEY)
         self.upstream_url = ""
         self.urls: dict[str, str] = {}
-        self._runners: list[web.AppRunner] = []
-
-    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
-
-    async def _serve(self, app: web.Application) -> str:
-        runner = make_runner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self._runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}"
 
     async def _start(self) -> None:
         self.upstream_url = await self._serve(self.upstream.app())
@@ -296,19 +280,6 @@ class BedrockStack:
         app = build_app(parse_settings(config), env={})
         self.urls[name] = self.run(self._serve(app))
         return self.urls[name]
-
-    async def _stop(self) -> None:
-        for runner in reversed(self._runners):
-            await runner.cleanup()
-
-    def start(self) -> None:
-        self.thread.start()
-        self.run(self._start())
-
-    def stop(self) -> None:
-        self.run(self._stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
 
     def openai(self, policy: str = "withhold") -> openai.OpenAI:
         return openai.OpenAI(base_url=self.urls[policy] + "/v1", api_key="sk-client", max_retries=0)

@@ -7,11 +7,9 @@ model name (`unique_model`), so tests never see each other's traffic.
 
 from __future__ import annotations
 
-import asyncio
 import socket
-import threading
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,8 @@ from aiohttp import web
 from blockbuster import BlockBuster, blockbuster_ctx
 
 from gateway.app import build_app
-from gateway.edge import make_runner
 from gateway.settings import parse_settings
+from tests.served import LoopServers
 from tests.upstream import FakeUpstream
 
 UPSTREAM_OPENAI_KEY = "sk-upstream-SECRET-openai-0001"
@@ -122,28 +120,15 @@ def stack_settings(
     }
 
 
-class Stack:
+class Stack(LoopServers):
     """The running servers, and a way to run coroutines on their loop."""
 
     def __init__(self, audit_dir: Path) -> None:
+        super().__init__()
         self.audit_dir = audit_dir
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.upstream = FakeUpstream()
         self.urls: dict[str, str] = {}
         self.apps: dict[str, web.Application] = {}
-        self._runners: list[web.AppRunner] = []
-
-    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
-
-    async def _serve(self, app: web.Application) -> str:
-        runner = make_runner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self._runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}"
 
     async def _start(self) -> None:
         self.upstream_url = await self._serve(self.upstream.app())
@@ -152,14 +137,6 @@ class Stack:
             store = f"sqlite:///{self.audit_dir / f'audit-{name}.db'}"
             config = stack_settings(self.upstream_url, policy, dead, store, action)
             self.urls[name] = await self._serve(build_app(parse_settings(config), env={}))
-
-    async def _stop(self) -> None:
-        for runner in reversed(self._runners):
-            await runner.cleanup()
-
-    def start(self) -> None:
-        self.thread.start()
-        self.run(self._start())
 
     def add_gateway(
         self, name: str, changes: dict[str, Any], env: dict[str, str] | None = None
@@ -176,11 +153,6 @@ class Stack:
 
     def audit_db(self, name: str = "withhold") -> Path:
         return self.audit_dir / f"audit-{name}.db"
-
-    def stop(self) -> None:
-        self.run(self._stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
 
 
 @pytest.fixture(scope="session")

@@ -13,9 +13,7 @@ finishReason and the cumulative usage on the last chunk.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +23,8 @@ import orjson
 from aiohttp import web
 
 from gateway.app import build_app
-from gateway.edge import make_runner
 from gateway.settings import parse_settings
+from tests.served import LoopServers
 from tests.upstream import FakeUpstream, Received, Script
 
 Part = dict[str, Any]
@@ -165,28 +163,15 @@ def gateway_settings(upstream_url: str, policy: str, audit_store: str) -> dict[s
     }
 
 
-class GeminiStack:
+class GeminiStack(LoopServers):
     """A Gemini upstream and one gateway per truncation policy, on their own loop thread (so the
     sync SDK clients can drive them), as tests/conftest.py's stack does."""
 
     def __init__(self, audit_dir: Path) -> None:
+        super().__init__()
         self.audit_dir = audit_dir
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.upstream = GeminiUpstream()
         self.urls: dict[str, str] = {}
-        self._runners: list[web.AppRunner] = []
-
-    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
-
-    async def _serve(self, app: web.Application) -> str:
-        runner = make_runner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self._runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}"
 
     async def _start(self) -> None:
         upstream_url = await self._serve(self.upstream.app())
@@ -197,19 +182,6 @@ class GeminiStack:
 
     def audit_db(self, policy: str = "withhold") -> Path:
         return self.audit_dir / f"audit-gemini-{policy}.db"
-
-    async def _stop(self) -> None:
-        for runner in reversed(self._runners):
-            await runner.cleanup()
-
-    def start(self) -> None:
-        self.thread.start()
-        self.run(self._start())
-
-    def stop(self) -> None:
-        self.run(self._stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
 
     def openai(self, policy: str = "withhold") -> openai.OpenAI:
         return openai.OpenAI(base_url=self.urls[policy] + "/v1", api_key="sk-client", max_retries=0)

@@ -11,9 +11,6 @@ the terminal event carries the whole response.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +20,8 @@ import orjson
 from aiohttp import web
 
 from gateway.app import build_app
-from gateway.edge import make_runner
 from gateway.settings import parse_settings
+from tests.served import LoopServers
 from tests.upstream import FakeUpstream
 
 Item = dict[str, Any]
@@ -215,28 +212,15 @@ def gateway_settings(upstream_url: str, policy: str, audit_store: str) -> dict[s
     }
 
 
-class ResponsesStack:
+class ResponsesStack(LoopServers):
     """A Responses upstream and one gateway per truncation policy, on their own loop thread
     (so the sync SDK clients can drive them), as tests/conftest.py's stack does."""
 
     def __init__(self, audit_dir: Path) -> None:
+        super().__init__()
         self.audit_dir = audit_dir
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.upstream = ResponsesUpstream()
         self.urls: dict[str, str] = {}
-        self._runners: list[web.AppRunner] = []
-
-    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
-
-    async def _serve(self, app: web.Application) -> str:
-        runner = make_runner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self._runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}"
 
     async def _start(self) -> None:
         upstream_url = await self._serve(self.upstream.app())
@@ -244,19 +228,6 @@ class ResponsesStack:
             store = f"sqlite:///{self.audit_dir / f'audit-{policy}.db'}"
             config = gateway_settings(upstream_url, policy, store)
             self.urls[policy] = await self._serve(build_app(parse_settings(config), env={}))
-
-    async def _stop(self) -> None:
-        for runner in reversed(self._runners):
-            await runner.cleanup()
-
-    def start(self) -> None:
-        self.thread.start()
-        self.run(self._start())
-
-    def stop(self) -> None:
-        self.run(self._stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
 
     def openai(self, policy: str = "withhold") -> openai.OpenAI:
         return openai.OpenAI(base_url=self.urls[policy] + "/v1", api_key="sk-client", max_retries=0)

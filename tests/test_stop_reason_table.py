@@ -14,9 +14,7 @@ So a row without a test cannot exist: the rows are the test's parameters.
 
 from __future__ import annotations
 
-import asyncio
 import re
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +27,7 @@ from aiohttp import web
 from gateway.app import build_app
 from gateway.formats.registry import WIRES
 from gateway.settings import parse_settings
-from tests.conftest import make_runner
+from tests.served import LoopServers
 from tests.test_endpoints import request
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -233,25 +231,12 @@ class TableUpstream:
         return web.Response(body=body, content_type="application/json")
 
 
-class TableStack:
+class TableStack(LoopServers):
     def __init__(self, audit: Path) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        super().__init__()
         self.upstream = TableUpstream()
         self.audit = audit
-        self.runners: list[web.AppRunner] = []
         self.url = ""
-
-    def run(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
-
-    async def _serve(self, app: web.Application) -> str:
-        runner = make_runner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self.runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}"
 
     async def _start(self) -> None:
         upstream = await self._serve(self.upstream.app())
@@ -271,24 +256,7 @@ class TableStack:
             "audit": {"store": f"sqlite:///{self.audit / 'table.db'}"},
             "circuit": {"failures": 0},
         }
-        self.url = await self._serve(build_app(parse_settings(config, env={}), env=table_env()))
-
-    def start(self) -> None:
-        self.thread.start()
-        self.run(self._start())
-
-    def stop(self) -> None:
-        async def stop() -> None:
-            for runner in reversed(self.runners):
-                await runner.cleanup()
-
-        self.run(stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-
-
-def table_env() -> dict[str, str]:
-    return {}
+        self.url = await self._serve(build_app(parse_settings(config, env={}), env={}))
 
 
 @pytest.fixture(scope="module")

@@ -477,3 +477,64 @@ def test_claude_count_tokens_is_vertex_own_count(main_url, vertex, claude):
     assert got.json["model"] == claude
     assert got.json["anthropic_version"] == "vertex-2023-10-16"
     assert got.headers["authorization"].startswith("Bearer ya29.test-")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_gemini_model_answers_through_the_gateway(main_url, vertex, unique_model, stream):
+    """A Gemini model on Vertex, end to end: the OpenAI SDK's request translated to the Gemini
+    wire, sent to the google publisher with the ADC token, and its answer (SSE or whole)
+    decoded, a MAX_TOKENS stop arriving as the client's `length`."""
+    model = unique_model("gemini-vx")
+    usage = {"promptTokenCount": 4, "candidatesTokenCount": 2, "totalTokenCount": 6}
+    parts = {"role": "model", "parts": [{"text": "Hel"}]}
+    if stream:
+        chunks = [
+            {"candidates": [{"content": parts}], "responseId": "r1"},
+            {
+                "candidates": [
+                    {
+                        "content": {"role": "model", "parts": [{"text": "lo"}]},
+                        "finishReason": "MAX_TOKENS",
+                    }
+                ],
+                "usageMetadata": usage,
+                "responseId": "r1",
+            },
+        ]
+        script = Script(chunks=[b"data: " + orjson.dumps(c) + b"\r\n\r\n" for c in chunks])
+    else:
+        whole = {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [{"text": "Hello"}]},
+                    "finishReason": "MAX_TOKENS",
+                }
+            ],
+            "usageMetadata": usage,
+            "responseId": "r1",
+        }
+        script = Script(body=orjson.dumps(whole))
+    vertex.script(model, script)
+    client = openai_at(main_url)
+    if stream:
+        text, finish = "", None
+        for chunk in client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hi"}], stream=True
+        ):
+            if chunk.choices:
+                text += chunk.choices[0].delta.content or ""
+                finish = chunk.choices[0].finish_reason or finish
+    else:
+        answer = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hi"}]
+        )
+        text, finish = answer.choices[0].message.content, answer.choices[0].finish_reason
+    assert (text, finish) == ("Hello", "length")
+    got = vertex.last(model)
+    method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    assert (
+        got.path
+        == f"/v1/projects/{PROJECT}/locations/{REGION}/publishers/google/models/{model}:{method}"
+    )
+    assert got.json["contents"] == [{"role": "user", "parts": [{"text": "hi"}]}]
+    assert got.headers["authorization"].startswith("Bearer ya29.test-")

@@ -22,7 +22,7 @@ from gateway.client_formats import ClientFormat
 from gateway.errors import UpstreamProtocolError
 from gateway.formats.registry import UNREADABLE, wire_for
 from gateway.handlers.exchange import FORWARDED_HEADERS, Endpoint, Exchange, Gateway
-from gateway.handlers.upstream_errors import status_error
+from gateway.handlers.upstream_errors import whole_answer
 from gateway.handlers.validation import RequestBody
 from gateway.settings import ResolvedTarget
 from gateway.token_estimate import ENCODING, estimate_input_tokens
@@ -65,18 +65,12 @@ async def _counted_upstream(
     headers = forwarded_headers(gateway.access, FORWARDED_HEADERS, request.headers)
     payload = _upstream_body(exchange.client, obj, wire.name, model)
     ask = ProviderRequest(payload, False, model, Operation.COUNT_TOKENS, headers)
-    reply = await provider.send(ask)
+    raw = await whole_answer(provider, ask, wire.name)
     try:
-        raw = await reply.read()
-        if reply.status >= 400:
-            raise status_error(reply.status, reply.headers, raw, wire.name)
-        try:
-            return wire.token_count(orjson.loads(raw))
-        except UNREADABLE as exc:
-            message = f"The upstream's token count is not a valid {wire.name} answer"
-            raise UpstreamProtocolError(f"{message} ({type(exc).__name__})") from None
-    finally:
-        reply.release()
+        return wire.token_count(orjson.loads(raw))
+    except UNREADABLE as exc:
+        message = f"The upstream's token count is not a valid {wire.name} answer"
+        raise UpstreamProtocolError(f"{message} ({type(exc).__name__})") from None
 
 
 async def count_tokens(

@@ -20,7 +20,7 @@ from gateway.errors import InvalidRequest, UpstreamProtocolError
 from gateway.formats.registry import UNREADABLE
 from gateway.formats.shape import count
 from gateway.handlers.exchange import FORWARDED_HEADERS, Endpoint, Exchange, Gateway
-from gateway.handlers.upstream_errors import status_error
+from gateway.handlers.upstream_errors import whole_answer
 from gateway.handlers.validation import RequestBody
 from gateway.settings import ResolvedTarget
 from gateway.translate.embeddings import (
@@ -100,13 +100,8 @@ async def embed(
     encoding = encoding_format(obj)
     payload = _payload(embedder, obj, raw, model)
     headers = forwarded_headers(gateway.access, FORWARDED_HEADERS, request.headers)
-    reply = await provider.send(ProviderRequest(payload, False, model, Operation.EMBED, headers))
-    try:
-        answer = await reply.read()
-        if reply.status >= 400:
-            raise status_error(reply.status, reply.headers, answer, wire)
-    finally:
-        reply.release()
+    ask = ProviderRequest(payload, False, model, Operation.EMBED, headers)
+    answer = await whole_answer(provider, ask, wire)
     response_headers = {"content-type": "application/json", "x-request-id": exchange.id}
     if embedder.answer is None:
         _record_usage(exchange, gateway, target, relayed_usage(answer))

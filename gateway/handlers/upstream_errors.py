@@ -11,6 +11,7 @@ import orjson
 
 from gateway.errors import UpstreamStatusError
 from gateway.formats.registry import wire_for
+from providers.base import Provider, ProviderRequest
 
 MAX_MESSAGE = 2000
 
@@ -35,3 +36,16 @@ def status_error(
         source=wire,
         details=error.details if error is not None else None,
     )
+
+
+async def whole_answer(provider: Provider, ask: ProviderRequest, wire: str) -> bytes:
+    """The upstream's whole answer to `ask` (a token count, embeddings), or its error status
+    raised as UpstreamStatusError; the connection is released either way."""
+    reply = await provider.send(ask)
+    try:
+        raw = await reply.read()
+        if reply.status >= 400:
+            raise status_error(reply.status, reply.headers, raw, wire)
+        return raw
+    finally:
+        reply.release()

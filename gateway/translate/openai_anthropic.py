@@ -94,7 +94,7 @@ def translate_request(
         raise InvalidRequest("The request body must be a JSON object")
     n = body.get("n")
     if isinstance(n, int) and n > 1:
-        raise InvalidRequest("n > 1 is not supported by Anthropic upstreams", "n")
+        raise InvalidRequest("n > 1 is not supported by this upstream: one answer a request", "n")
     drops = Drops(OPENAI_CHAT_FIELDS)
     conversation = _convert_messages(body.get("messages"))
     out: dict[str, Any] = {"model": upstream_model}

@@ -191,6 +191,8 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
         observer.writer = None
 
     async def close_providers(app: web.Application) -> AsyncIterator[None]:
+        for provider in providers.values():
+            await provider.start()
         yield
         for provider in providers.values():
             await provider.close()

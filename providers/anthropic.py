@@ -68,5 +68,8 @@ class AnthropicProvider:
     def offered_models(self) -> Sequence[str]:
         return ()
 
+    async def start(self) -> None:
+        pass
+
     async def close(self) -> None:
         await self._http.close()

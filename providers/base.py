@@ -77,6 +77,11 @@ class Provider(Protocol):
         """Model names this provider answers on its own, beyond the routes' (for /v1/models)."""
         ...
 
+    async def start(self) -> None:
+        """Called once the server runs, on its loop: begin what the provider keeps in the
+        background (Vertex AI fetches its first access token), without waiting for it."""
+        ...
+
     async def close(self) -> None: ...
 
 

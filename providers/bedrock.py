@@ -184,6 +184,9 @@ class BedrockProvider:
     def offered_models(self) -> Sequence[str]:
         return ()
 
+    async def start(self) -> None:
+        pass
+
     async def close(self) -> None:
         if self._refreshing is not None:
             self._refreshing.cancel()

@@ -106,5 +106,8 @@ class GeminiProvider:
     def offered_models(self) -> Sequence[str]:
         return ()
 
+    async def start(self) -> None:
+        pass
+
     async def close(self) -> None:
         await self._http.close()

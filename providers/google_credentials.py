@@ -101,7 +101,8 @@ def _refresh(
 class AccessTokens:
     """One provider's access token, refreshed by a background task in threads (module docstring).
 
-    The task starts with the first `current()` call, so it runs on the loop that serves requests.
+    The task starts with `begin()` (the provider's `start`, once the server runs) or the first
+    `current()` call, so it runs on the loop that serves requests.
     """
 
     def __init__(
@@ -147,6 +148,10 @@ class AccessTokens:
         raise UpstreamCredentialsUnavailable(
             self._failure or f"upstream {self._provider!r}: no valid Google access token"
         )
+
+    def begin(self) -> None:
+        """Starts the keeper on the running loop ahead of the first `current()`."""
+        self._start(asyncio.get_running_loop())
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
         task = self._task

@@ -418,5 +418,8 @@ class MockProvider:
     def offered_models(self) -> Sequence[str]:
         return [f"mock-{name}" for name in _ALL_SCENARIOS]
 
+    async def start(self) -> None:
+        pass
+
     async def close(self) -> None:
         pass

@@ -81,5 +81,8 @@ class OpenAIProvider:
     def offered_models(self) -> Sequence[str]:
         return ()
 
+    async def start(self) -> None:
+        pass
+
     async def close(self) -> None:
         await self._http.close()

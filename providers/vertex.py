@@ -205,6 +205,11 @@ class VertexProvider:
     def offered_models(self) -> Sequence[str]:
         return ()
 
+    async def start(self) -> None:
+        """The first token is fetched now, so the first request does not wait for it."""
+        if self._tokens is not None:
+            self._tokens.begin()
+
     async def close(self) -> None:
         if self._tokens is not None:
             await self._tokens.close()

@@ -538,3 +538,21 @@ def test_a_gemini_model_answers_through_the_gateway(main_url, vertex, unique_mod
     )
     assert got.json["contents"] == [{"role": "user", "parts": [{"text": "hi"}]}]
     assert got.headers["authorization"].startswith("Bearer ya29.test-")
+
+
+def test_the_first_token_is_fetched_at_startup(gateways, vertex, monkeypatch, claude):
+    """The provider starts its token keeper when the server starts: the token endpoint is
+    asked before any request, and the first request goes out with that token."""
+    url = gateways.start(monkeypatch, "eager")
+    account = vertex.tokens.accounts["eager"]
+    deadline = time.monotonic() + 10
+    while not account.minted and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert account.minted, "no token was fetched before the first request"
+    vertex.script(claude, script_for("anthropic", Answer(text="early"), claude, False))
+    answer = anthropic_at(url).messages.create(
+        model=claude, max_tokens=20, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert answer.content[0].text == "early"
+    assert vertex.last(claude).headers["authorization"] == f"Bearer {account.minted[0]}"
+    assert len(account.minted) == 1

@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from aiohttp import web
 
-from gateway import logs
+from gateway import event_loop, logs
 from gateway.access.command import add_keys_parser, main_keys
 from gateway.app import STOP_MARGIN, build_app
 from gateway.audit.command import add_audit_parser, main_audit
@@ -169,7 +169,7 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     for line in report:
         print(line.render(), file=sys.stderr)
     try:
-        asyncio.run(
+        event_loop.run(
             run_server(settings, listeners, address.shown_host(), store_location(audit_store))
         )
     except StartupFailed as exc:

@@ -22,11 +22,11 @@ from gateway.client_formats import ClientFormat
 from gateway.errors import UpstreamProtocolError
 from gateway.formats.registry import UNREADABLE, wire_for
 from gateway.handlers.exchange import FORWARDED_HEADERS, Endpoint, Exchange, Gateway
+from gateway.handlers.payload import upstream_payload
 from gateway.handlers.upstream_errors import whole_answer
 from gateway.handlers.validation import RequestBody
 from gateway.settings import ResolvedTarget
 from gateway.token_estimate import ENCODING, estimate_input_tokens
-from gateway.translate.table import translate_request
 from providers.base import Operation, Provider, ProviderRequest
 
 PATH = "/v1/messages/count_tokens"
@@ -39,14 +39,14 @@ class CountTokensBody(RequestBody):
 
 
 def _upstream_body(
-    client: ClientFormat, client_body: dict[str, Any], wire: str, upstream_model: str
+    client: ClientFormat, client_body: dict[str, Any], raw: bytes, wire: str, upstream_model: str
 ) -> bytes:
-    """The request in the wire's generation shape: the client's own for its own wire (with the
-    route's model name), translated for another; the provider puts it in its counting envelope."""
+    """The request in the wire's generation shape (gateway.handlers.payload: the client's own
+    bytes for its own wire, translated for another); the provider puts it in its counting
+    envelope. A field a count request must not carry upstream is left out first."""
     body = {k: v for k, v in client_body.items() if k not in NOT_COUNTED}
-    if client.relays(wire):
-        return orjson.dumps({**body, "model": upstream_model})
-    return orjson.dumps(translate_request(client.name, wire, body, upstream_model).body)
+    sent = raw if len(body) == len(client_body) else orjson.dumps(body)
+    return upstream_payload(client, wire, body, sent, upstream_model).payload
 
 
 async def _counted_upstream(
@@ -56,6 +56,7 @@ async def _counted_upstream(
     provider: Provider,
     target: ResolvedTarget,
     obj: dict[str, Any],
+    raw: bytes,
 ) -> int | None:
     """The upstream's own count; None when it has none to give."""
     model = target.upstream_model
@@ -63,7 +64,7 @@ async def _counted_upstream(
     if wire.token_count is None or not provider.offers(Operation.COUNT_TOKENS, model):
         return None
     headers = forwarded_headers(gateway.access, FORWARDED_HEADERS, request.headers)
-    payload = _upstream_body(exchange.client, obj, wire.name, model)
+    payload = _upstream_body(exchange.client, obj, raw, wire.name, model)
     ask = ProviderRequest(payload, False, model, Operation.COUNT_TOKENS, headers)
     raw = await whole_answer(provider, ask, wire.name)
     try:
@@ -83,7 +84,7 @@ async def count_tokens(
     obj: dict[str, Any],
     raw: bytes,
 ) -> web.StreamResponse:
-    counted = await _counted_upstream(exchange, gateway, request, provider, target, obj)
+    counted = await _counted_upstream(exchange, gateway, request, provider, target, obj, raw)
     extension: dict[str, Any] = {"provider": provider.name, "request_id": exchange.id}
     if counted is None:
         counted = await estimate_input_tokens(obj)

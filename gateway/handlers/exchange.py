@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import orjson
 from aiohttp import web
 
 from gateway.access import AccessControl, forwarded_headers
@@ -43,11 +42,12 @@ from gateway.events import StreamError
 from gateway.formats.registry import wire_for
 from gateway.handlers.attempt import Attempt
 from gateway.handlers.chaining import Chain, open_chain
+from gateway.handlers.payload import record_dropped, upstream_payload
 from gateway.handlers.recording import complete_record, record_cost
 from gateway.handlers.responses import error_response, new_request_id
 from gateway.handlers.streaming import stream_reply
 from gateway.handlers.upstream_errors import status_error
-from gateway.handlers.validation import RequestBody, nested_too_deep, parse_json, validate
+from gateway.handlers.validation import RequestBody, parse_json, validate
 from gateway.handlers.whole import whole_reply
 from gateway.observer import ExchangeObserver
 from gateway.resilience.circuit import Circuits
@@ -65,8 +65,6 @@ from gateway.resilience.retry import Retries
 from gateway.responses_store import OffStore, ResponseStore
 from gateway.settings import ResolvedRoute, ResolvedTarget, Settings
 from gateway.settings_price import PriceSettings
-from gateway.translate.table import NOTHING_DROPPED, Dropped, translate_request
-from gateway.translate.translation import ToolOrigin
 from providers.base import Provider, ProviderRequest
 
 FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "x-api-key", "authorization")
@@ -388,8 +386,8 @@ async def _attempt(
     wire = wire_for(provider.wire_of(target.upstream_model))
     wire = wire.with_stop_reasons(provider.own_stop_reasons)  # quirk flags: its own values
     policy = gateway.settings.truncation.tool_calls
-    translation = _upstream_payload(client, wire.name, obj, raw, target.upstream_model)
-    _record_dropped(record, translation.dropped)
+    translation = upstream_payload(client, wire.name, obj, raw, target.upstream_model)
+    record_dropped(record, translation.dropped)
     if translation.dropped.tools and gateway.settings.responses.unsupported_tools == "reject":
         names = ", ".join(translation.dropped.tools)
         raise InvalidRequest(f"tools: this upstream cannot run these tools: {names}", "tools")
@@ -427,40 +425,3 @@ async def _attempt(
         return response
     finally:
         reply.release()
-
-
-@dataclass(frozen=True, slots=True)
-class _Upstream:
-    payload: bytes
-    dropped: Dropped = NOTHING_DROPPED
-    tools: Mapping[str, ToolOrigin] = field(default_factory=dict)
-
-
-def _record_dropped(record: AuditRecord, dropped: Dropped) -> None:
-    """What this attempt's translation left out, by name and count (never a value)."""
-    record.dropped_fields = list(dropped.fields) or None
-    record.dropped_tools = len(dropped.tools)
-    record.dropped_input_items = sum(dropped.items.values())
-
-
-def _upstream_payload(
-    client: ClientFormat, wire: str, obj: dict[str, Any], raw: bytes, upstream_model: str
-) -> _Upstream:
-    """What goes upstream: the client's own bytes when the wire is the client's and the route
-    does not rename the model; else the body renamed or translated, with what it dropped."""
-    if client.relays(wire):
-        tools = client.relay_tools(obj)
-        rewritten = client.relay_request(obj)
-        dropped = NOTHING_DROPPED
-        if rewritten is not None:
-            obj, dropped = rewritten
-        elif obj.get("model") == upstream_model:
-            return _Upstream(raw, tools=tools)
-    try:
-        if client.relays(wire):
-            body = orjson.dumps({**obj, "model": upstream_model})
-            return _Upstream(body, dropped, tools)
-        translation = translate_request(client.name, wire, obj, upstream_model)
-        return _Upstream(orjson.dumps(translation.body), translation.dropped, translation.tools)
-    except orjson.JSONEncodeError:  # nested deeper than the encoder writes (tool inputs too)
-        raise nested_too_deep(client.endpoint, obj) from None

@@ -142,6 +142,7 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
     app[HTTP_LIMITS] = HttpLimits(limits.max_header_bytes, limits.max_headers)
     providers = {name: build_provider(name, cfg, env) for name, cfg in settings.providers.items()}
     metrics = GatewayMetrics(limits.metric_models)
+    metrics.watch_pools(lambda: {name: p.pool_stats() for name, p in providers.items()})
     observer = ExchangeObserver(metrics)
     responses = settings.responses
     response_store = open_response_store(

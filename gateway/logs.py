@@ -10,10 +10,11 @@ tool arguments or credentials (exception messages included: they can quote reque
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 
@@ -27,10 +28,22 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 
 
 class JsonFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self._second = -1
+        self._stamp = ""
+
+    def _ts(self, record: logging.LogRecord) -> str:
+        """The time to the millisecond; the part to the second is formatted once a second."""
+        second = int(record.created)
+        if second != self._second:
+            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = second
+        return f"{self._stamp}.{int(record.msecs):03d}Z"
+
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": self._ts(record),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -48,8 +61,84 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
+class LoopBatchedHandler(logging.StreamHandler[TextIO]):
+    """Writes the lines logged during one event-loop iteration together, in one write.
+
+    Every exchange logs a line: written one by one, that is a system call each. Lines logged on
+    the loop's thread wait for the end of the iteration (a `call_soon`); lines from another
+    thread with no loop running are written at once, after those waiting. `flush` (also
+    run by `logging.shutdown` at exit) writes whatever waits."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(stream)
+        self._pending: list[str] = []
+        self._loop: asyncio.AbstractEventLoop | None = None  # whose iteration the lines wait for
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+        except Exception:
+            self.handleError(record)
+            return
+        self._pending.append(line)
+        if self._loop is not None:
+            return  # a flush is scheduled
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            self.flush()
+            return
+        try:
+            loop.call_soon(self._flush_scheduled)
+        except RuntimeError:  # the loop is closing
+            self.flush()
+            return
+        self._loop = loop
+
+    def _flush_scheduled(self) -> None:
+        with self.lock or _NO_LOCK:
+            self._loop = None
+            self._write()
+
+    def flush(self) -> None:
+        with self.lock or _NO_LOCK:
+            self._write()
+
+    def _write(self) -> None:
+        pending = self._pending
+        if not pending:
+            self.stream.flush()
+            return
+        self._pending = []
+        text = "\n".join(pending) + "\n"
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except Exception:  # a closed or broken stderr must not break the exchange
+            pass
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *args: object) -> None:
+        return None
+
+
+_NO_LOCK = _NoLock()
+
+
 def configure(level: int = logging.INFO) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    # The logging HOWTO's optimizations: no caller frame lookup, no thread or process names
+    # gathered per record; the lines never carry them.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    handler = LoopBatchedHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

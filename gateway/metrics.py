@@ -10,13 +10,17 @@ The gateway-key counters are moved by gateway.access, labelled by the keys' conf
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord, cost_unknown
 from gateway.resilience.circuit import STATE_VALUES
 from gateway.resilience.outcome import ANSWERS, read_attempts
+from providers.http_pool import PoolStats
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 CLIENT_CAUSED = frozenset({"stream_aborted"})
@@ -27,6 +31,23 @@ def is_upstream_error(error_class: str | None) -> bool:
     if not error_class or error_class in CLIENT_CAUSED:
         return False
     return error_class.startswith(("Upstream", "StreamBroken", "stream_"))
+
+
+class Children:
+    """A labelled metric's children by label values, looked up in a dict: `labels()` validates
+    and locks on every call, and every exchange moves several."""
+
+    __slots__ = ("_children", "_metric")
+
+    def __init__(self, metric: Any) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *labels: str) -> Any:
+        child = self._children.get(labels)
+        if child is None:
+            child = self._children[labels] = self._metric.labels(*labels)
+        return child
 
 
 class GatewayMetrics:
@@ -154,6 +175,11 @@ class GatewayMetrics:
             ["provider", "model"],
             registry=r,
         )
+        self._requests = Children(self.requests)
+        self._ttfb = Children(self.ttfb)
+        self._duration = Children(self.duration)
+        self._cost = Children(self.cost)
+        self._cost_unknown = Children(self.cost_unknown)
         self.state_errors = Counter(
             "gateway_shared_state_errors",
             "Shared-state (Redis) operations that failed (limits fail open, circuits count alone)",
@@ -178,7 +204,7 @@ class GatewayMetrics:
         provider = record.provider or NO_PROVIDER
         model = self.model_label(record)
         stop = record.stop_reason or NO_STOP_REASON
-        self.requests.labels(provider, model, record.client_format, stop).inc()
+        self._requests(provider, model, record.client_format, stop).inc()
         if record.truncated:
             self.truncated.labels(provider, model, record.cut_reason or NO_STOP_REASON).inc()
         if record.ended_by:
@@ -192,16 +218,17 @@ class GatewayMetrics:
         if record.runaway_streak:
             self.runaway.labels(provider, model).inc()
         if record.cost_usd is not None:
-            self.cost.labels(provider, model).inc(record.cost_usd)
+            self._cost(provider, model).inc(record.cost_usd)
         elif cost_unknown(record):
-            self.cost_unknown.labels(provider, model).inc()
+            self._cost_unknown(provider, model).inc()
         attempts = record.attempts
         if len(attempts) > 1 or (attempts and attempts[0]["outcome"] not in ANSWERS):
             self._observe_attempts(provider, attempts)
-        if record.ttfb_ms is not None:
-            self.ttfb.labels(provider).observe(record.ttfb_ms / 1000)
-        if record.total_ms is not None:
-            self.duration.labels(provider).observe(record.total_ms / 1000)
+        started, first_byte, ended = record.started_at, record.first_byte_at, record.ended_at
+        if first_byte is not None:
+            self._ttfb(provider).observe(first_byte - started)
+        if ended is not None:
+            self._duration(provider).observe(ended - started)
 
     def _observe_attempts(self, provider: str, attempts: list[dict[str, Any]]) -> None:
         for attempt in attempts:
@@ -213,8 +240,58 @@ class GatewayMetrics:
         if read.fell_back:
             self.fallbacks.labels(provider).inc()
 
+    def watch_pools(self, pools: Callable[[], Mapping[str, PoolStats | None]]) -> None:
+        """Export the upstream connection pools, read when /metrics is scraped."""
+        self.registry.register(PoolCollector(pools))
+
     def circuit(self, target: str, state: str) -> None:
         self.circuit_state.labels(target).set(STATE_VALUES[state])
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class PoolCollector(Collector):
+    """The providers' upstream connection pools: open and idle connections, the limit, and the
+    requests that waited for a connection (how many, how long in all, how many wait now)."""
+
+    def __init__(self, pools: Callable[[], Mapping[str, PoolStats | None]]) -> None:
+        self._pools = pools
+
+    def collect(self) -> Iterator[Any]:
+        connections = GaugeMetricFamily(
+            "gateway_upstream_connections",
+            "Upstream connections per provider: open (in use or idle) and idle",
+            labels=["provider", "state"],
+        )
+        limit = GaugeMetricFamily(
+            "gateway_upstream_connection_limit",
+            "The most upstream connections a provider opens ([providers.X] max_connections)",
+            labels=["provider"],
+        )
+        waiting = GaugeMetricFamily(
+            "gateway_upstream_pool_waiting",
+            "Requests waiting now for an upstream connection (the provider's limit is reached)",
+            labels=["provider"],
+        )
+        waits = CounterMetricFamily(
+            "gateway_upstream_pool_waits",
+            "Requests that waited for an upstream connection",
+            labels=["provider"],
+        )
+        waited = CounterMetricFamily(
+            "gateway_upstream_pool_wait_seconds",
+            "Seconds requests waited for an upstream connection, in all",
+            labels=["provider"],
+        )
+        for name, stats in self._pools().items():
+            if stats is None:
+                continue
+            connections.add_metric([name, "open"], stats.open)
+            connections.add_metric([name, "idle"], stats.idle)
+            if stats.limit is not None:
+                limit.add_metric([name], stats.limit)
+            waiting.add_metric([name], stats.waiting)
+            waits.add_metric([name], stats.waits)
+            waited.add_metric([name], stats.wait_seconds)
+        yield from (connections, limit, waiting, waits, waited)

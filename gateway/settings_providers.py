@@ -21,6 +21,7 @@ from gateway.settings_fields import NonEmptyStr, Seconds
 from gateway.settings_fields import parse_duration as _duration
 from gateway.settings_resilience import RetrySettings
 from providers.azure_auth import EntraSettings
+from providers.http_pool import DEFAULT_MAX_CONNECTIONS
 from providers.quirks import OpenAIQuirks
 from providers.registry import KINDS, known_kinds
 
@@ -39,6 +40,9 @@ class ProviderSettings(_Frozen):
     # not streamed: the upstream sends its headers once it finished generating)
     idle_timeout: Seconds = 300.0  # the longest gap between two reads of the body
     total_timeout: Seconds = 1800.0  # one attempt, from the connect to the body's last byte
+    # Open upstream connections at most (0: no limit); past it a request waits for one, and the
+    # wait is counted in /metrics, logged and kept in the record's attempts (providers.http_pool).
+    max_connections: Annotated[int, Field(ge=0)] = DEFAULT_MAX_CONNECTIONS
     retry: RetrySettings = RetrySettings()
     # Kind-specific keys; the kind's row says which it needs (providers.registry.KINDS).
     region: NonEmptyStr | None = None  # Bedrock and Vertex AI: the cloud region

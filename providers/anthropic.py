@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from providers.base import NO_OWN_STOP_REASONS, Operation, ProviderRequest
-from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
+from providers.http import (
+    DEFAULT_POOL,
+    DEFAULT_TIMEOUTS,
+    HttpReply,
+    HttpTransport,
+    PoolLimits,
+    PoolStats,
+    Timeouts,
+)
 
 # The version the public API requires when the client sends none (PROTOCOLS.md c.1).
 DEFAULT_VERSION = "2023-06-01"
@@ -31,12 +39,14 @@ class AnthropicProvider:
         base_url: str,
         api_key: str | None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        *,
+        pool: PoolLimits = DEFAULT_POOL,
     ) -> None:
         self.name = name
         self._url = base_url.rstrip("/") + "/v1/messages"
         self._count_url = self._url + "/count_tokens"
         self._api_key = api_key
-        self._http = HttpTransport(name, timeouts)
+        self._http = HttpTransport(name, timeouts, pool)
 
     def _headers(self, request: ProviderRequest) -> dict[str, str]:
         client = request.headers
@@ -70,6 +80,9 @@ class AnthropicProvider:
 
     async def start(self) -> None:
         pass
+
+    def pool_stats(self) -> PoolStats | None:
+        return self._http.stats
 
     async def close(self) -> None:
         await self._http.close()

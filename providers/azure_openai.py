@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from providers.azure_auth import BearerTokenFile
 from providers.base import Operation, ProviderRequest
-from providers.http import DEFAULT_TIMEOUTS, Timeouts
+from providers.http import DEFAULT_POOL, DEFAULT_TIMEOUTS, PoolLimits, Timeouts
 from providers.openai import OpenAIProvider
 from providers.quirks import NO_QUIRKS, OpenAIQuirks
 
@@ -89,8 +89,10 @@ class AzureOpenAIProvider(OpenAIProvider):
         auth: AzureAuth,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         quirks: OpenAIQuirks = NO_QUIRKS,
+        *,
+        pool: PoolLimits = DEFAULT_POOL,
     ) -> None:
-        super().__init__(name, base_url, None, timeouts, quirks)
+        super().__init__(name, base_url, None, timeouts, quirks, pool=pool)
         self._base = base_url.rstrip("/")
         self._version = api_version
         self._auth = auth

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from gateway.events import StopReason
+from providers.http_pool import PoolStats
 
 
 class Operation(enum.StrEnum):
@@ -36,7 +37,12 @@ class ProviderRequest:
 
 class UpstreamReply(Protocol):
     status: int
-    headers: Mapping[str, str]
+    pool_wait: float  # seconds the request waited for an upstream connection (0.0: none)
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The response's header fields, case-insensitive."""
+        ...
 
     async def read(self) -> bytes:
         """The whole body (non-streaming replies and error replies)."""
@@ -75,6 +81,10 @@ class Provider(Protocol):
 
     def offered_models(self) -> Sequence[str]:
         """Model names this provider answers on its own, beyond the routes' (for /v1/models)."""
+        ...
+
+    def pool_stats(self) -> PoolStats | None:
+        """Its upstream connections (read by /metrics at scrape time); None: it opens none."""
         ...
 
     async def start(self) -> None:

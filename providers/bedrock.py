@@ -37,7 +37,15 @@ from botocore.session import Session
 
 from gateway.errors import UpstreamUnreachable
 from providers.base import NO_OWN_STOP_REASONS, Operation, ProviderRequest
-from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
+from providers.http import (
+    DEFAULT_POOL,
+    DEFAULT_TIMEOUTS,
+    HttpReply,
+    HttpTransport,
+    PoolLimits,
+    PoolStats,
+    Timeouts,
+)
 
 log = logging.getLogger("gateway.providers.bedrock")
 # botocore's signer logs the canonical request at DEBUG: the signed headers, a session token
@@ -80,6 +88,8 @@ class BedrockProvider:
         api_key: str | None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         credentials: CredentialSource = credential_chain,
+        *,
+        pool: PoolLimits = DEFAULT_POOL,
     ) -> None:
         self.name = name
         self._base = base_url.rstrip("/")
@@ -90,7 +100,7 @@ class BedrockProvider:
         self._frozen: Any = None  # botocore ReadOnlyCredentials: what a signature is made with
         self._resolving: asyncio.Lock | None = None
         self._refreshing: asyncio.Task[None] | None = None
-        self._http = HttpTransport(name, timeouts)
+        self._http = HttpTransport(name, timeouts, pool)
 
     def url(self, model: str, stream: bool, operation: Operation = Operation.GENERATE) -> str:
         if operation is Operation.GENERATE:
@@ -186,6 +196,9 @@ class BedrockProvider:
 
     async def start(self) -> None:
         pass
+
+    def pool_stats(self) -> PoolStats | None:
+        return self._http.stats
 
     async def close(self) -> None:
         if self._refreshing is not None:

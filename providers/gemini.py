@@ -14,7 +14,15 @@ from urllib.parse import quote
 import orjson
 
 from providers.base import NO_OWN_STOP_REASONS, Operation, ProviderRequest
-from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
+from providers.http import (
+    DEFAULT_POOL,
+    DEFAULT_TIMEOUTS,
+    HttpReply,
+    HttpTransport,
+    PoolLimits,
+    PoolStats,
+    Timeouts,
+)
 
 DEFAULT_API_VERSION: Final = "v1beta"
 STREAM_QUERY: Final = "?alt=sse"  # SSE frames; without it the stream is one JSON array
@@ -74,11 +82,13 @@ class GeminiProvider:
         api_key: str | None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         api_version: str | None = None,
+        *,
+        pool: PoolLimits = DEFAULT_POOL,
     ) -> None:
         self.name = name
         self._base = f"{base_url.rstrip('/')}/{api_version or DEFAULT_API_VERSION}/models/"
         self._api_key = api_key
-        self._http = HttpTransport(name, timeouts)
+        self._http = HttpTransport(name, timeouts, pool)
 
     def url(self, request: ProviderRequest) -> str:
         return self._base + method_path(request)
@@ -108,6 +118,9 @@ class GeminiProvider:
 
     async def start(self) -> None:
         pass
+
+    def pool_stats(self) -> PoolStats | None:
+        return self._http.stats
 
     async def close(self) -> None:
         await self._http.close()

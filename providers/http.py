@@ -1,33 +1,50 @@
-"""Shared aiohttp transport for the HTTP providers.
+"""The HTTP providers' transport: POST a body, get the status and headers, read the body.
 
-Each provider owns one `HttpTransport`, hence one `aiohttp.ClientSession` (a pooled, keep-alive
-connector), created lazily on first use so that it binds to the loop that serves requests. Foreign
-exceptions are mapped here, once, to `gateway.errors` types; the original stays as `__cause__` for
-logs. Messages name the provider, the upstream's host:port and the cause in words, classified by
+Each provider owns one `HttpTransport`: a `ConnectionPool` of keep-alive HTTP/1.1 connections
+(`providers.http_pool`, `providers.http_conn`), created lazily on first use so that it binds to
+the loop that serves requests. Foreign exceptions (OSError, ssl.SSLError, the connection's own)
+are mapped here, once, to `gateway.errors` types; the original stays as `__cause__` for logs.
+Messages name the provider, the upstream's host:port and the cause in words, classified by
 exception type and errno: never the rest of the URL, a header, a key or an exception's text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import errno
 import os
 import socket
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Final
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from gateway.errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
+from gateway.errors import InvalidRequest, UpstreamError, UpstreamTimeout, UpstreamUnreachable
+from providers.http_clock import AttemptClock, Watchdog
+from providers.http_conn import (
+    RawHeaders,
+    ResponseBody,
+    UpstreamBadResponse,
+    UpstreamClosed,
+    UpstreamConnection,
+)
+from providers.http_pool import DEFAULT_POOL, ConnectionPool, Origin, PoolLimits, PoolStats
 
-# What the transport maps; anything else (a bug, a cancellation) propagates unchanged.
-_FOREIGN = (asyncio.TimeoutError, aiohttp.ClientError)
-
-# Errors meaning "the connection went away" once the response has started.
-_DROPPED = (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError)
+__all__ = [
+    "DEFAULT_POOL",
+    "DEFAULT_TIMEOUTS",
+    "HttpReply",
+    "HttpTransport",
+    "PoolLimits",
+    "PoolStats",
+    "Timeouts",
+    "host_port",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,189 +63,166 @@ class Timeouts:
 
 DEFAULT_TIMEOUTS: Final = Timeouts()
 
-
-# How often the watchdog looks at the attempts under way: a timeout fires up to this late. One
-# timer per provider ticking while there is traffic (and a second after) costs less than a timer
-# armed and cancelled per attempt.
-TICK: Final = 0.1
-IDLE_TICKS: Final = 10
-
-
-class _Watchdog:
-    """Looks at every attempt clock of one transport each `TICK`, while there are any."""
-
-    __slots__ = ("_clocks", "_handle", "_idle", "_loop")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._clocks: set[_AttemptClock] = set()
-        self._handle: asyncio.TimerHandle | None = None
-        self._idle = 0  # ticks in a row without a clock
-
-    def watch(self, clock: _AttemptClock) -> None:
-        self._clocks.add(clock)
-        if self._handle is None:
-            self._handle = self._loop.call_later(TICK, self._tick)
-
-    def unwatch(self, clock: _AttemptClock) -> None:
-        self._clocks.discard(clock)
-
-    def _tick(self) -> None:
-        self._handle = None
-        if self._clocks:
-            self._idle = 0
-            now = self._loop.time()
-            for clock in tuple(self._clocks):
-                clock.check(now)
-        else:
-            self._idle += 1
-            if self._idle > IDLE_TICKS:
-                return  # no traffic: the next attempt starts the ticks again
-        self._handle = self._loop.call_later(TICK, self._tick)
-
-    def close(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-        self._clocks.clear()
+# Sent unless the provider gives its own (as aiohttp's client did before this transport).
+USER_AGENT: Final = "llm-gateway"
+DEFAULT_ACCEPT: Final = "*/*"
+ACCEPT_ENCODING: Final = "gzip, deflate"  # what http_conn inflates
+_DEFAULTED: Final = frozenset({"host", "user-agent", "accept", "accept-encoding"})
+_TARGETS_KEPT: Final = 1024  # distinct URLs whose parsed form is kept
 
 
-class _AttemptClock:
-    """The first-byte, idle and total deadlines of one attempt, looked at by the watchdog.
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """A URL parsed once: where to connect, and the start of every request's head to it."""
 
-    A wait on the upstream (`waiting(limit)`) stores when it began; bytes arriving end it
-    (`since = None`): no timer per attempt or per chunk. At each tick the watchdog asks how long
-    the current wait has lasted (a body read also counts the bytes the response took in since,
-    as progress) and the clock cancels the waiting task once a deadline passed; `expired` says
-    which. Time spent outside a wait (writing to a slow client) is never counted.
-    """
+    origin: Origin
+    start: str  # "POST <path?query> HTTP/1.1\r\n"
+    host: str  # the Host field's value
+    authorization: str | None  # Basic credentials from the URL's user info
 
-    __slots__ = (
-        "_content",
-        "_deadline",
-        "_limit",
-        "_seen",
-        "_task",
-        "_watchdog",
-        "expired",
-        "since",
-        "waited",
-    )
 
-    def __init__(self, watchdog: _Watchdog, now: float, deadline: float | None) -> None:
-        self._watchdog = watchdog
-        self._deadline = deadline  # loop time
-        self._task: asyncio.Task[object] | None = asyncio.current_task()
-        self._limit: float | None = None
-        self._content: aiohttp.StreamReader | None = None  # the body, once it is read
-        self._seen = 0  # its bytes at the last look
-        self.since: float | None = None  # when the wait under way began
-        self.waited = "first_byte"  # what the wait under way is for
-        self.expired: str | None = None  # "first_byte", "idle" or "total" once one fired
-        watchdog.watch(self)
+def _parse_target(url: str, encoded: bool) -> _Target:
+    parsed = URL(url, encoded=encoded)
+    scheme = parsed.scheme
+    if scheme not in ("http", "https") or not parsed.raw_host:
+        raise ValueError("an upstream URL is http:// or https:// with a host")
+    tls = scheme == "https"
+    port = parsed.explicit_port or (443 if tls else 80)
+    host = parsed.raw_host
+    shown = f"[{host}]" if ":" in host else host
+    host_field = shown if parsed.explicit_port is None else f"{shown}:{port}"
+    authorization = None
+    if parsed.raw_user is not None:
+        user, password = unquote(parsed.raw_user), unquote(parsed.raw_password or "")
+        authorization = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    path = parsed.raw_path_qs or "/"
+    return _Target(Origin(host, port, tls), f"POST {path} HTTP/1.1\r\n", host_field, authorization)
 
-    def waiting(self, now: float, limit: float | None, what: str) -> None:
-        self.since = now
-        self._limit = limit
-        self.waited = what
 
-    def reading(self, content: aiohttp.StreamReader) -> None:
-        self._content = content
-        self._seen = content.total_bytes
-
-    def check(self, now: float) -> None:
-        since = self.since
-        if since is None:
-            return  # not waiting on the upstream
-        content = self._content
-        if content is not None and content.total_bytes != self._seen:
-            self._seen = content.total_bytes  # bytes came in: the wait starts over
-            self.since = since = now
-        deadline = self._deadline
-        if deadline is not None and now >= deadline:
-            self.expired = "total"
-        elif self._limit is not None and now >= since + self._limit:
-            self.expired = self.waited
-        else:
-            return
-        self.close()
-        if self._task is not None:
-            self._task.cancel()
-
-    def fired(self) -> bool:
-        """Whether the cancellation being handled is the clock's own (the task is uncancelled)."""
-        if self.expired is None or self._task is None:
-            return False
-        return self._task.uncancel() == 0
-
-    def close(self) -> None:
-        self._watchdog.unwatch(self)
+def _head(target: _Target, headers: Mapping[str, str], length: int) -> bytes:
+    """The request line and header fields; InvalidRequest for a field that would split it."""
+    parts = [target.start]
+    given: set[str] = set()
+    for name, value in headers.items():
+        if "\n" in value or "\r" in value or "\n" in name or "\r" in name or ":" in name:
+            raise InvalidRequest(f"The header field {name[:64]!r} cannot be sent upstream")
+        lower = name.lower()
+        if lower == "content-length":
+            continue
+        if lower in _DEFAULTED:
+            given.add(lower)
+        parts.append(f"{name}: {value}\r\n")
+    if "host" not in given:
+        parts.append(f"Host: {target.host}\r\n")
+    if "user-agent" not in given:
+        parts.append(f"User-Agent: {USER_AGENT}\r\n")
+    if "accept" not in given:
+        parts.append(f"Accept: {DEFAULT_ACCEPT}\r\n")
+    if "accept-encoding" not in given:
+        parts.append(f"Accept-Encoding: {ACCEPT_ENCODING}\r\n")
+    if target.authorization is not None and "authorization" not in {n.lower() for n in headers}:
+        parts.append(f"Authorization: {target.authorization}\r\n")
+    parts.append(f"Content-Length: {length}\r\n\r\n")
+    return "".join(parts).encode()
 
 
 class HttpReply:
-    """An `UpstreamReply` over an `aiohttp.ClientResponse` that maps read errors and applies
-    the idle and total timeouts to the body."""
+    """An `UpstreamReply` on one connection's response, applying the idle and total timeouts to
+    the body. `pool_wait`: seconds the request waited for a connection (0.0: none)."""
+
+    __slots__ = (
+        "_body",
+        "_clock",
+        "_conn",
+        "_headers",
+        "_loop",
+        "_provider",
+        "_raw",
+        "_timeouts",
+        "pool_wait",
+        "status",
+    )
 
     def __init__(
         self,
-        response: aiohttp.ClientResponse,
+        status: int,
+        raw: RawHeaders,
+        body: ResponseBody,
+        conn: UpstreamConnection,
         provider: str,
         timeouts: Timeouts,
-        clock: _AttemptClock,
-        loop: asyncio.AbstractEventLoop,
+        clock: AttemptClock,
+        pool_wait: float,
     ) -> None:
-        self.status: int = response.status
-        # Case-insensitive view of the upstream's headers.
-        self.headers: Mapping[str, str] = response.headers
-        self._response = response
+        self.status = status
+        self.pool_wait = pool_wait
+        self._raw = raw
+        self._headers: CIMultiDictProxy[str] | None = None
+        self._body = body
+        self._conn = conn
         self._provider = provider
         self._timeouts = timeouts
         self._clock = clock
-        self._loop = loop
-        clock.reading(response.content)
+        self._loop = conn.loop
+        clock.reading(body)
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """Case-insensitive, built when first read (the success path never reads them)."""
+        if self._headers is None:
+            fields = CIMultiDict((k.decode("latin-1"), v.decode("latin-1")) for k, v in self._raw)
+            self._headers = CIMultiDictProxy(fields)
+        return self._headers
 
     async def read(self) -> bytes:
-        clock = self._clock
-        clock.waiting(self._loop.time(), self._timeouts.idle, "idle")
+        body, clock = self._body, self._clock
         try:
-            body = await self._response.read()
+            if not (body.done or body.error is not None):
+                clock.waiting(self._loop.time(), self._timeouts.idle, "idle")
+                await body.wait_end()
         except asyncio.CancelledError:
             if clock.fired():
                 raise self._timed_out(clock.expired) from None
             raise
-        except _FOREIGN as exc:
-            raise self._body_error(exc) from exc
         finally:
             clock.since = None
             clock.close()
-        return body
+        if body.error is not None:
+            raise self._body_error(body.error) from body.error
+        return body.take()
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:
-        clock = self._clock
+        body, clock = self._body, self._clock
         idle = self._timeouts.idle
         time = self._loop.time
-        chunks = self._response.content.iter_any().__aiter__()
         try:
             while True:
+                chunk = body.take()
+                if chunk:
+                    yield chunk
+                    continue
+                if body.error is not None:
+                    raise self._body_error(body.error) from body.error
+                if body.done:
+                    return
                 clock.waiting(time(), idle, "idle")
                 try:
-                    chunk = await chunks.__anext__()
-                except StopAsyncIteration:
-                    return
+                    await body.wait()
                 except asyncio.CancelledError:
                     if clock.fired():
                         raise self._timed_out(clock.expired) from None
                     raise
                 clock.since = None
-                yield chunk
-        except _FOREIGN as exc:
-            raise self._body_error(exc) from exc
         finally:
             clock.close()
 
     def release(self) -> None:
+        """Done with the reply: a response not read to its end takes its connection with it."""
         self._clock.close()
-        self._response.release()
+        body = self._body
+        if not body.done:
+            body.fail(UpstreamClosed())
+            self._conn.abort()
 
     def _timed_out(self, which: str | None) -> UpstreamTimeout:
         if which == "total":
@@ -242,14 +236,13 @@ class HttpReply:
         )
 
     def _body_error(self, exc: BaseException) -> UpstreamError:
-        if isinstance(exc, asyncio.TimeoutError):
-            return UpstreamTimeout(f"upstream {self._provider!r} stalled mid-body", "idle")
-        if isinstance(exc, _DROPPED):
+        if isinstance(exc, UpstreamBadResponse):
             return UpstreamUnreachable(
-                f"upstream {self._provider!r} connection closed mid-body ({type(exc).__name__})"
+                f"upstream {self._provider!r} sent a body that is not valid HTTP/1.1 framing "
+                f"or content encoding mid-body"
             )
         return UpstreamUnreachable(
-            f"upstream {self._provider!r} failed mid-body ({type(exc).__name__})"
+            f"upstream {self._provider!r} connection closed mid-body ({type(exc).__name__})"
         )
 
 
@@ -261,25 +254,32 @@ class HttpTransport:
         ...
         await transport.close()
 
-    The connect timeout is aiohttp's; the wait for the headers, the body's reads and the whole
-    attempt are bounded by an `_AttemptClock` the transport's watchdog looks at every `TICK`, so
-    neither aiohttp nor the gateway arms a timer per attempt or per chunk.
+    The connect timeout bounds the connect (and TLS); the wait for the headers, the body's reads
+    and the whole attempt are bounded by an `AttemptClock` the transport's watchdog looks at
+    every tick, so no timer is armed per attempt or per chunk.
     """
 
-    def __init__(self, provider: str, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
+    def __init__(
+        self, provider: str, timeouts: Timeouts = DEFAULT_TIMEOUTS, pool: PoolLimits = DEFAULT_POOL
+    ) -> None:
         self._provider = provider
         self.timeouts = timeouts
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=timeouts.connect, sock_read=None
-        )
-        self._session: aiohttp.ClientSession | None = None
-        self._watchdog: _Watchdog | None = None
+        self.pool = ConnectionPool(provider, pool, timeouts.connect)
+        self._targets: dict[tuple[str, bool], _Target] = {}
+        self._watchdog: Watchdog | None = None
 
-    def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=256, ttl_dns_cache=300, keepalive_timeout=30)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
-        return self._session
+    @property
+    def stats(self) -> PoolStats:
+        return self.pool.stats
+
+    def _target(self, url: str, encoded: bool) -> _Target:
+        key = (url, encoded)
+        target = self._targets.get(key)
+        if target is None:
+            if len(self._targets) >= _TARGETS_KEPT:
+                self._targets.clear()
+            target = self._targets[key] = _parse_target(url, encoded)
+        return target
 
     async def post(
         self, url: str, body: bytes, headers: Mapping[str, str], *, encoded: bool = False
@@ -288,56 +288,63 @@ class HttpTransport:
 
         `encoded`: the URL's path is sent exactly as given, percent-escapes and all (a signed
         request's path must be the one that was signed: SigV4 over `/model/a%3A0/converse`)."""
-        session = self._get_session()
+        target = self._target(url, encoded)
+        head = _head(target, headers, len(body))
         timeouts = self.timeouts
         loop = asyncio.get_running_loop()
         watchdog = self._watchdog
-        if watchdog is None or watchdog._loop is not loop:
-            watchdog = self._watchdog = _Watchdog(loop)
+        if watchdog is None or watchdog.loop is not loop:
+            watchdog = self._watchdog = Watchdog(loop)
         now = loop.time()
         total = timeouts.total
-        clock = _AttemptClock(watchdog, now, now + total if total is not None else None)
+        clock = AttemptClock(watchdog, now, now + total if total is not None else None)
         clock.waiting(now, timeouts.first_byte, "first_byte")
+        conn: UpstreamConnection | None = None
         try:
-            target = URL(url, encoded=True) if encoded else url
-            response = await session.post(target, data=body, headers=dict(headers))
+            conn, waited = await self.pool.acquire(target.origin)
+            status, raw, response = await conn.request(head, body)
         except asyncio.CancelledError:
             clock.close()
+            if conn is not None:
+                conn.abort()
             if clock.fired():
                 raise self._late(url, clock.expired or "first_byte") from None
             raise
-        except _FOREIGN as exc:
+        except (OSError, TimeoutError) as exc:
             clock.close()
-            raise self._send_error(exc, url) from exc
+            if conn is not None:
+                conn.abort()
+            raise self._send_error(exc, url, sent=conn is not None) from exc
         clock.since = None
-        return HttpReply(response, self._provider, timeouts, clock, loop)
+        return HttpReply(status, raw, response, conn, self._provider, timeouts, clock, waited)
 
     async def close(self) -> None:
         if self._watchdog is not None:
             self._watchdog.close()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.pool.close()
 
     def _late(self, url: str, which: str) -> UpstreamTimeout:
         where = f"upstream {self._provider!r} at {host_port(url)}"
         wait = self.timeouts.total if which == "total" else self.timeouts.first_byte
         return UpstreamTimeout(f"{where} did not answer within {wait or 0:g} s", which)
 
-    def _send_error(self, exc: BaseException, url: str) -> UpstreamError:
+    def _send_error(self, exc: BaseException, url: str, *, sent: bool) -> UpstreamError:
         """The provider, the upstream's host:port and the cause in words: these messages reach
-        clients, so never the URL's user info, path or query, a header, or an exception's text."""
+        clients, so never the URL's user info, path or query, a header, or an exception's text.
+        `sent`: a connection was there, so the failure came after the connect."""
         where = f"upstream {self._provider!r} at {host_port(url)}"
-        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        if isinstance(exc, UpstreamClosed):
+            return UpstreamUnreachable(f"{where} closed the connection before answering")
+        if isinstance(exc, UpstreamBadResponse):
+            return UpstreamUnreachable(f"{where} answered with bytes that are not HTTP/1.1")
+        if isinstance(exc, TimeoutError) and not sent:
             limit = self.timeouts.connect or 0
             return UpstreamTimeout(
                 f"cannot connect to {where}: connect timed out after {limit:g} s", "connect"
             )
-        if isinstance(exc, asyncio.TimeoutError):
-            return self._late(url, "first_byte")
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            return UpstreamUnreachable(f"cannot connect to {where}: {_connect_cause(exc)}")
-        return UpstreamUnreachable(f"{where} unreachable ({type(exc).__name__})")
+        if sent:
+            return UpstreamUnreachable(f"{where} unreachable ({type(exc).__name__})")
+        return UpstreamUnreachable(f"cannot connect to {where}: {_connect_cause(exc)}")
 
 
 _CONNECT_ERRNOS: Final[Mapping[int, str]] = {
@@ -370,24 +377,24 @@ def host_port(url: str, *, default_port: bool = True) -> str:
     return f"{host}:{port}" if port is not None else host
 
 
-def _connect_cause(exc: aiohttp.ClientConnectorError) -> str:
-    """Classified by exception type and errno (a DNS failure carries a `socket.gaierror`, as
-    `ClientConnectorDNSError` does), never by message text."""
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-        detail = getattr(exc.certificate_error, "verify_message", None)
-        verify = f"certificate verify failed: {detail}" if detail else "certificate verify failed"
+def _connect_cause(exc: BaseException) -> str:
+    """Classified by exception type and errno, never by message text."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        verify = "certificate verify failed"
+        if exc.verify_message:
+            verify = f"{verify}: {exc.verify_message}"
         return f"TLS handshake failed ({verify})"
-    cause = exc.os_error
-    if isinstance(cause, socket.gaierror):
-        detail = _RESOLVER_ERRNOS.get(cause.errno) if cause.errno is not None else None
+    if isinstance(exc, socket.gaierror):
+        detail = _RESOLVER_ERRNOS.get(exc.errno) if exc.errno is not None else None
         return f"name resolution failed ({detail})" if detail else "name resolution failed"
-    if isinstance(exc, aiohttp.ClientSSLError):
-        reason = getattr(cause, "reason", None)  # OpenSSL's reason code, e.g. WRONG_VERSION_NUMBER
+    if isinstance(exc, ssl.SSLError):
+        reason = exc.reason  # OpenSSL's reason code, e.g. WRONG_VERSION_NUMBER
         detail = reason.lower().replace("_", " ") if isinstance(reason, str) else None
         return f"TLS handshake failed ({detail})" if detail else "TLS handshake failed"
-    known = _CONNECT_ERRNOS.get(cause.errno) if cause.errno else None
-    if known is not None:
-        return known
-    if cause.errno:
-        return f"{type(cause).__name__} ({os.strerror(cause.errno)})"
-    return type(cause).__name__
+    if isinstance(exc, OSError):
+        known = _CONNECT_ERRNOS.get(exc.errno) if exc.errno else None
+        if known is not None:
+            return known
+        if exc.errno:
+            return f"{type(exc).__name__} ({os.strerror(exc.errno)})"
+    return type(exc).__name__

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from providers.base import NO_OWN_STOP_REASONS, Operation, ProviderRequest
+from providers.http_pool import PoolStats
 
 Event = dict[str, Any]
 
@@ -376,6 +377,8 @@ def _encode(events: list[Event], stream: bool) -> MockReply:
 class MockReply:
     """An `UpstreamReply` over bytes prepared in advance, one piece per SSE frame."""
 
+    pool_wait = 0.0
+
     def __init__(self, status: int, headers: Mapping[str, str], pieces: list[bytes]) -> None:
         self.status = status
         self.headers = headers
@@ -417,6 +420,9 @@ class MockProvider:
 
     def offered_models(self) -> Sequence[str]:
         return [f"mock-{name}" for name in _ALL_SCENARIOS]
+
+    def pool_stats(self) -> PoolStats | None:
+        return None
 
     async def start(self) -> None:
         pass

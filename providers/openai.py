@@ -8,7 +8,15 @@ from collections.abc import Mapping, Sequence
 
 from gateway.events import StopReason
 from providers.base import Operation, ProviderRequest
-from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
+from providers.http import (
+    DEFAULT_POOL,
+    DEFAULT_TIMEOUTS,
+    HttpReply,
+    HttpTransport,
+    PoolLimits,
+    PoolStats,
+    Timeouts,
+)
 from providers.quirks import NO_QUIRKS, OpenAIQuirks
 
 
@@ -36,13 +44,15 @@ class OpenAIProvider:
         api_key: str | None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         quirks: OpenAIQuirks = NO_QUIRKS,
+        *,
+        pool: PoolLimits = DEFAULT_POOL,
     ) -> None:
         self.name = name
         base = base_url.rstrip("/")
         self._url = base + self.path
         self._urls = {op: base + path for op, path in self.paths.items()}
         self._api_key = api_key
-        self._http = HttpTransport(name, timeouts)
+        self._http = HttpTransport(name, timeouts, pool)
         self.quirks = quirks
         # Read by the exchange (gateway.formats.registry.Wire.with_stop_reasons).
         self.own_stop_reasons: Mapping[str, StopReason] = quirks.finish_reasons
@@ -83,6 +93,9 @@ class OpenAIProvider:
 
     async def start(self) -> None:
         pass
+
+    def pool_stats(self) -> PoolStats | None:
+        return self._http.stats
 
     async def close(self) -> None:
         await self._http.close()

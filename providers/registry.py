@@ -24,7 +24,7 @@ from providers.azure_openai import (
 from providers.base import Provider
 from providers.bedrock import BedrockProvider
 from providers.gemini import GeminiProvider
-from providers.http import Timeouts
+from providers.http import PoolLimits, Timeouts
 from providers.mock import MockProvider
 from providers.openai import OpenAIProvider
 from providers.openai_responses import OpenAIResponsesProvider
@@ -54,6 +54,8 @@ class ProviderOptions(Protocol):
     @property
     def api_version(self) -> str | None: ...
     @property
+    def max_connections(self) -> int: ...
+    @property
     def quirks(self) -> OpenAIQuirks: ...
     @property
     def entra(self) -> EntraSettings | None: ...
@@ -73,10 +75,15 @@ def _timeouts(options: ProviderOptions) -> Timeouts:
     )
 
 
+def _pool(options: ProviderOptions) -> PoolLimits:
+    limit = options.max_connections
+    return PoolLimits(max_connections=limit or None)
+
+
 def _http(cls: type[OpenAIProvider] | type[AnthropicProvider]) -> Builder:
     def build(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
         assert options.base_url is not None  # settings fill in the kind's default
-        return cls(name, options.base_url, api_key, _timeouts(options))
+        return cls(name, options.base_url, api_key, _timeouts(options), pool=_pool(options))
 
     return build
 
@@ -86,7 +93,9 @@ def _openai(cls: type[OpenAIProvider]) -> Builder:
 
     def build(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
         assert options.base_url is not None  # settings fill in the kind's default
-        return cls(name, options.base_url, api_key, _timeouts(options), options.quirks)
+        return cls(
+            name, options.base_url, api_key, _timeouts(options), options.quirks, pool=_pool(options)
+        )
 
     return build
 
@@ -111,6 +120,7 @@ def _azure(cls: type[AzureOpenAIProvider]) -> Builder:
             auth,
             _timeouts(options),
             options.quirks,
+            pool=_pool(options),
         )
 
     return build
@@ -119,7 +129,9 @@ def _azure(cls: type[AzureOpenAIProvider]) -> Builder:
 def _gemini(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
     assert options.base_url is not None  # settings fill in the kind's default
     timeouts = _timeouts(options)
-    return GeminiProvider(name, options.base_url, api_key, timeouts, options.api_version)
+    return GeminiProvider(
+        name, options.base_url, api_key, timeouts, options.api_version, pool=_pool(options)
+    )
 
 
 def _mock(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
@@ -129,7 +141,13 @@ def _mock(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
 def _vertex(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
     assert options.project is not None and options.region is not None  # the row requires them
     return VertexProvider(
-        name, options.project, options.region, options.base_url, api_key, _timeouts(options)
+        name,
+        options.project,
+        options.region,
+        options.base_url,
+        api_key,
+        _timeouts(options),
+        pool=_pool(options),
     )
 
 
@@ -137,7 +155,10 @@ def _bedrock(name: str, options: ProviderOptions, api_key: str | None) -> Provid
     """A configured api_key is a Bedrock API key (bearer); without one, SigV4 with the AWS
     credential chain. The base URL defaults to the region's endpoint (settings fill it in)."""
     assert options.region is not None and options.base_url is not None  # checked by settings
-    return BedrockProvider(name, options.base_url, options.region, api_key, _timeouts(options))
+    timeouts = _timeouts(options)
+    return BedrockProvider(
+        name, options.base_url, options.region, api_key, timeouts, pool=_pool(options)
+    )
 
 
 @dataclass(frozen=True, slots=True)

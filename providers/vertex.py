@@ -29,7 +29,15 @@ import orjson
 from gateway.errors import InvalidRequest, UpstreamCredentialsUnavailable
 from providers.base import NO_OWN_STOP_REASONS, Operation, ProviderRequest
 from providers.google_credentials import AccessTokens
-from providers.http import DEFAULT_TIMEOUTS, HttpReply, HttpTransport, Timeouts
+from providers.http import (
+    DEFAULT_POOL,
+    DEFAULT_TIMEOUTS,
+    HttpReply,
+    HttpTransport,
+    PoolLimits,
+    PoolStats,
+    Timeouts,
+)
 
 # The Messages version Vertex requires in the body (it takes no `anthropic-version` header).
 VERTEX_ANTHROPIC_VERSION: Final = "vertex-2023-10-16"
@@ -149,6 +157,8 @@ class VertexProvider:
         api_key: str | None = None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         tokens: AccessTokens | None = None,
+        *,
+        pool: PoolLimits = DEFAULT_POOL,
     ) -> None:
         self.name = name
         root = (base_url or region_base_url(region)).rstrip("/")
@@ -157,7 +167,7 @@ class VertexProvider:
         )
         self._api_key = api_key
         self._tokens = tokens if tokens is not None or api_key is not None else AccessTokens(name)
-        self._http = HttpTransport(name, timeouts)
+        self._http = HttpTransport(name, timeouts, pool)
 
     def method(self, publisher: Publisher, operation: Operation, stream: bool) -> Method:
         method = publisher.methods.get((operation, stream))
@@ -209,6 +219,9 @@ class VertexProvider:
         """The first token is fetched now, so the first request does not wait for it."""
         if self._tokens is not None:
             self._tokens.begin()
+
+    def pool_stats(self) -> PoolStats | None:
+        return self._http.stats
 
     async def close(self) -> None:
         if self._tokens is not None:

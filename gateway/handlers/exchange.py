@@ -136,6 +136,7 @@ class Exchange:
     ended_by: str | None = None  # one of audit.record.ENDED_BY when it ended early
     chain: Chain | None = None  # a Responses answer to keep, and the history it continued
     price: PriceSettings | None = None  # the current attempt's target's negotiated price
+    pool_wait: float = 0.0  # seconds the current attempt waited for an upstream connection
 
 
 async def serve(
@@ -318,6 +319,7 @@ async def _attempts(
         provider = gateway.providers[target.provider_name]
         record.provider, record.upstream_model = target.provider_name, target.upstream_model
         started = time.monotonic() if tried[1:] else began
+        exchange.pool_wait = 0.0
         if counted:
             balancer.started(key)
         try:
@@ -326,7 +328,7 @@ async def _attempts(
             if retries is None:
                 retries = resilience.policy(route).begin(began)
             outcome = failed_outcome(exc, retries.policy.retry_on)
-            _note(record, target, outcome, started)
+            _note(record, target, outcome, started, exchange.pool_wait)
             if isinstance(exc, UpstreamStatusError) and exc.details:
                 record.attempts[-1]["error_details"] = exc.details  # e.g. a filtered prompt's
             if outcome.target_failed:
@@ -345,7 +347,7 @@ async def _attempts(
             position = following[0]
             continue
         except asyncio.CancelledError:
-            _note(record, target, Outcome(CLIENT_LEFT), started)
+            _note(record, target, Outcome(CLIENT_LEFT), started, exchange.pool_wait)
             circuits.released(key)
             raise
         finally:
@@ -354,21 +356,35 @@ async def _attempts(
         attempt = exchange.attempt
         error = attempt.aggregator.error if attempt is not None else None
         if error is not None and error.kind != "aborted":  # broke after the first byte
-            _note(record, target, Outcome(BROKEN, status=response.status), started)
+            _note(
+                record, target, Outcome(BROKEN, status=response.status), started, exchange.pool_wait
+            )
             circuits.failed(key)
         else:
             duration = time.monotonic() - started
             entry = attempt_entry(
                 target.provider_name, target.upstream_model, ANSWERED, duration, response.status
             )
+            if exchange.pool_wait:
+                entry["pool_wait_ms"] = round(exchange.pool_wait * 1000, 3)
             record.attempts.append(entry)
             circuits.succeeded(key)
         return response
 
 
-def _note(record: AuditRecord, target: ResolvedTarget, outcome: Outcome, started: float) -> None:
+def _note(
+    record: AuditRecord,
+    target: ResolvedTarget,
+    outcome: Outcome,
+    started: float,
+    pool_wait: float = 0.0,
+) -> None:
+    """The attempt's entry; `pool_wait`: seconds it waited for an upstream connection."""
     duration = time.monotonic() - started
-    record.attempts.append(outcome.entry(target.provider_name, target.upstream_model, duration))
+    entry = outcome.entry(target.provider_name, target.upstream_model, duration)
+    if pool_wait:
+        entry["pool_wait_ms"] = round(pool_wait * 1000, 3)
+    record.attempts.append(entry)
 
 
 async def _attempt(
@@ -410,6 +426,7 @@ async def _attempt(
     payload = translation.payload
     upstream = ProviderRequest(payload, record.stream, target.upstream_model, headers=headers)
     reply = await provider.send(upstream)
+    exchange.pool_wait = reply.pool_wait
     try:
         if reply.status >= 400:
             raise status_error(reply.status, reply.headers, await reply.read(), wire.name)

@@ -2,10 +2,13 @@
 
 Fields given through `extra=` become top-level keys; the standard LogRecord attributes other
 than the time, level, logger and message are left out. A call site with many fields passes them
-as one dict, `extra={FIELDS: {...}}`: logging then copies one attribute instead of each field,
-which matters for the line every exchange writes. Nothing here adds content of its own:
-what a log line holds is what its call site put there, and call sites never pass message text,
-tool arguments or credentials (exception messages included: they can quote request data).
+as one dict, `extra={FIELDS: {...}}`: logging then copies one attribute instead of each field;
+or as one JSON object already encoded, `extra={FIELDS: b'{...}'}`, spliced into the line as it
+is (the line every exchange writes: its record encodes itself in one orjson call).
+
+Nothing here adds content of its own: what a log line holds is what its call site put there,
+and call sites never pass message text, tool arguments or credentials (exception messages
+included: they can quote request data).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import asyncio
 import logging
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import orjson
 
@@ -50,6 +53,9 @@ class JsonFormatter(logging.Formatter):
         }
         extra = record.__dict__
         fields = extra.get(FIELDS)
+        if type(fields) is bytes:
+            head = orjson.dumps(line)
+            return (head[:-1] + b"," + fields[1:]).decode() if len(fields) > 2 else head.decode()
         if type(fields) is dict:
             line.update(fields)
         else:
@@ -62,38 +68,41 @@ class JsonFormatter(logging.Formatter):
 
 
 class LoopBatchedHandler(logging.StreamHandler[TextIO]):
-    """Writes the lines logged during one event-loop iteration together, in one write.
+    """Writes info lines in batches: at most `LINGER` seconds late, or once `BATCH` characters
+    wait, in one write.
 
-    Every exchange logs a line: written one by one, that is a system call each. Lines logged on
-    the loop's thread wait for the end of the iteration (a `call_soon`); lines from another
-    thread with no loop running are written at once, after those waiting. `flush` (also
-    run by `logging.shutdown` at exit) writes whatever waits."""
+    Every exchange logs a line: written one by one, that is a system call each (and a wake-up
+    of whatever reads stderr), which at low concurrency is a large share of an exchange's CPU.
+    Lines logged on a thread running an event loop wait for a timer on that loop; a warning or
+    an error is written at once, after the lines waiting before it; so is every line logged
+    where no loop runs. `flush` (also run by `logging.shutdown` at exit) writes what waits."""
 
     def __init__(self, stream: TextIO) -> None:
         super().__init__(stream)
         self._pending: list[str] = []
-        self._loop: asyncio.AbstractEventLoop | None = None  # whose iteration the lines wait for
+        self._size = 0
+        self._loop: asyncio.AbstractEventLoop | None = None  # whose timer will write them
 
     def emit(self, record: logging.LogRecord) -> None:
+        # Called under the handler's lock (logging.Handler.handle).
         try:
             line = self.format(record)
         except Exception:
             self.handleError(record)
             return
         self._pending.append(line)
-        if self._loop is not None:
-            return  # a flush is scheduled
+        self._size += len(line)
+        if record.levelno >= logging.WARNING or self._size >= BATCH:
+            self._write()
+            return
+        scheduled = self._loop
+        if scheduled is not None and not scheduled.is_closed():
+            return  # the timer will write it
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        if loop is None:
-            self.flush()
-            return
-        try:
-            loop.call_soon(self._flush_scheduled)
-        except RuntimeError:  # the loop is closing
-            self.flush()
+            loop.call_later(LINGER, self._flush_scheduled)
+        except RuntimeError:  # no loop running here, or it is closing
+            self._write()
             return
         self._loop = loop
 
@@ -112,6 +121,7 @@ class LoopBatchedHandler(logging.StreamHandler[TextIO]):
             self.stream.flush()
             return
         self._pending = []
+        self._size = 0
         text = "\n".join(pending) + "\n"
         try:
             self.stream.write(text)
@@ -129,6 +139,8 @@ class _NoLock:
 
 
 _NO_LOCK = _NoLock()
+LINGER: Final = 0.05  # seconds an info line may wait to be written with others
+BATCH: Final = 65536  # characters waiting that are written at once
 
 
 def configure(level: int = logging.INFO) -> None:

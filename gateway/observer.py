@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from gateway import logs
 from gateway.audit.record import AuditRecord
@@ -13,15 +12,6 @@ from gateway.audit.writer import AuditWriter
 from gateway.metrics import GatewayMetrics, is_upstream_error
 
 log = logging.getLogger("gateway.exchange")
-
-
-def log_fields(record: AuditRecord) -> dict[str, Any]:
-    fields = record.as_dict()
-    if fields.get("content") is None:
-        fields.pop("content", None)
-    fields["ttfb_ms"] = None if record.ttfb_ms is None else round(record.ttfb_ms, 3)
-    fields["total_ms"] = None if record.total_ms is None else round(record.total_ms, 3)
-    return fields
 
 
 class ExchangeObserver:
@@ -51,16 +41,36 @@ class ExchangeObserver:
             return False
         return True
 
+    def finished_now(self, record: AuditRecord) -> bool:
+        """Hand the record over without waiting, when nothing has to be waited for (no access
+        checks to settle, room in the audit queue); False: nothing was done, await `finished`.
+        Most exchanges end here: no task, no await."""
+        writer = self.writer
+        if self.settle is not None or (writer is not None and writer.full):
+            return False
+        try:
+            self._report(record)
+            if writer is not None:
+                writer.submit_nowait(record)
+        finally:
+            self._ended()
+        return True
+
     async def finished(self, record: AuditRecord) -> None:
         try:
             if self.settle is not None:
                 await self._settle(record, self.settle)
-            await self._finish(record)
+            self._report(record)
+            if self.writer is not None:
+                await self.writer.submit(record)
         finally:
-            self.in_flight -= 1
-            self.metrics.in_flight.set(self.in_flight)
-            if self.in_flight == 0:
-                self._idle.set()
+            self._ended()
+
+    def _ended(self) -> None:
+        self.in_flight -= 1
+        self.metrics.in_flight.set(self.in_flight)
+        if self.in_flight == 0:
+            self._idle.set()
 
     async def _settle(
         self, record: AuditRecord, settle: Callable[[AuditRecord], Awaitable[None]]
@@ -70,7 +80,8 @@ class ExchangeObserver:
         except Exception as exc:  # a bug there must not cost the exchange its record
             log.error("settling the exchange's limits failed (%s)", type(exc).__name__)
 
-    async def _finish(self, record: AuditRecord) -> None:
+    def _report(self, record: AuditRecord) -> None:
+        """Metrics and the exchange's log line."""
         self.metrics.observe(record)
         if is_upstream_error(record.error_class):
             log.warning(
@@ -84,6 +95,5 @@ class ExchangeObserver:
                     "http_status": record.http_status,
                 },
             )
-        log.info("exchange", extra={logs.FIELDS: log_fields(record)})
-        if self.writer is not None:
-            await self.writer.submit(record)
+        if log.isEnabledFor(logging.INFO):
+            log.info("exchange", extra={logs.FIELDS: record.log_json()})

@@ -10,11 +10,14 @@ does `content` carry anything.
 
 from __future__ import annotations
 
+import json
 import math
 import operator
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
+
+import orjson
 
 from gateway.formats.shape import INT64_MAX
 
@@ -148,6 +151,25 @@ class AuditRecord:
         if self.ended_at is None:
             return None
         return (self.ended_at - self.started_at) * 1000
+
+    def log_json(self) -> bytes:
+        """The record as one JSON object for the exchange's log line: every field (`content`
+        only when it holds something), then `ttfb_ms` and `total_ms`. One orjson call encodes
+        the dataclass; this runs for every exchange."""
+        try:
+            data = orjson.dumps(self, default=str)
+        except orjson.JSONEncodeError:  # an integer past 64 bits (usage is the upstream's)
+            data = json.dumps(self.as_dict(), default=str, separators=(",", ":")).encode()
+        if self.content is None:
+            data = data.replace(b'"content":null,', b"", 1)
+        ttfb, total = self.ttfb_ms, self.total_ms
+        times = orjson.dumps(
+            {
+                "ttfb_ms": None if ttfb is None else round(ttfb, 3),
+                "total_ms": None if total is None else round(total, 3),
+            }
+        )
+        return data[:-1] + b"," + times[1:]
 
     def as_dict(self) -> dict[str, Any]:
         """A shallow dict of the fields (lists are shared, not copied: this runs per exchange,

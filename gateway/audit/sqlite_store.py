@@ -9,12 +9,13 @@ and the next call must not use the connection meanwhile.
 from __future__ import annotations
 
 import asyncio
+import operator
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import orjson
 
@@ -33,7 +34,7 @@ from gateway.audit.store import RecordRejected
 
 T = TypeVar("T")
 
-# What executemany raises for a value SQLite cannot bind or a constraint the row breaks: the
+# What an insert raises for a value SQLite cannot bind or a constraint the row breaks: the
 # record's fault, not the file's (those are OperationalError and DatabaseError: retried).
 _REFUSED = (
     sqlite3.DataError,
@@ -44,29 +45,41 @@ _REFUSED = (
     UnicodeEncodeError,
 )
 
-_INSERT = (
-    f"INSERT OR IGNORE INTO {TABLE} ({', '.join(COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in COLUMNS)})"
-)
+_ROW_VALUES = f"({', '.join('?' for _ in COLUMNS)})"
+_INSERT_INTO = f"INSERT OR IGNORE INTO {TABLE} ({', '.join(COLUMNS)}) VALUES "
+# Rows per INSERT statement. One statement for many rows is one step of SQLite, so the writer
+# thread gives up and takes back the GIL once per statement instead of once per row (the
+# event loop holds it most of the time); at most this many statement texts exist, each
+# prepared once (sqlite3's statement cache), and 32 rows stay far below SQLite's 32766
+# parameters.
+_ROWS_PER_INSERT: Final = 32
+
+
+def _insert(rows: int) -> str:
+    return _INSERT_INTO + ",".join([_ROW_VALUES] * rows)
+
+
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM {TABLE}"
 
 
 def encode(record: AuditRecord) -> tuple[Any, ...]:
-    """One row in `COLUMNS` order: bools as 0/1, lists and dicts as JSON text, None as NULL.
+    """One row in `COLUMNS` order: lists and dicts as JSON text, None as NULL (bools bind as
+    0/1: sqlite3 takes them as the ints they are).
 
     `RecordRejected` when a field does not hold its type: SQLite would store a string in an
     INTEGER column, where PostgreSQL refuses it and `gateway audit` would fail on it later.
     """
     check(record)
-    row: list[Any] = []
-    for name in COLUMNS:
-        value = getattr(record, name)
-        if value is not None and name in BOOL_COLUMNS:
-            value = int(value)
-        elif value is not None and name in JSON_COLUMNS:
-            value = json_text(value)
-        row.append(value)
+    row = list(_ROW(record))
+    for at in _JSON_AT:
+        value = row[at]
+        if value is not None:
+            row[at] = "[]" if value == [] else json_text(value)
     return tuple(row)
+
+
+_ROW: Final = operator.attrgetter(*COLUMNS)  # every column of a record, in one call
+_JSON_AT: Final = tuple(at for at, name in enumerate(COLUMNS) if name in JSON_COLUMNS)
 
 
 def decode(row: Sequence[Any]) -> AuditRecord:
@@ -175,7 +188,9 @@ class SQLiteStore:
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             try:
-                self._conn.executemany(_INSERT, rows)
+                for start in range(0, len(rows), _ROWS_PER_INSERT):
+                    part = rows[start : start + _ROWS_PER_INSERT]
+                    self._conn.execute(_insert(len(part)), [v for row in part for v in row])
             except _REFUSED as exc:
                 raise RecordRejected(f"SQLite refused a record ({type(exc).__name__})") from exc
             self._conn.execute("COMMIT")

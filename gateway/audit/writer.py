@@ -89,6 +89,19 @@ class AuditWriter:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._drain(), name="audit-writer")
 
+    @property
+    def full(self) -> bool:
+        """`submit` would wait for room (or the writer is closed)."""
+        return self._closing or self._queue.full()
+
+    def submit_nowait(self, record: AuditRecord) -> None:
+        """Queue `record` now; only when not `full` (asyncio.QueueFull otherwise)."""
+        if self._closing:
+            raise RuntimeError("the audit writer is closed")
+        self._queue.put_nowait(record)
+        self._pending += 1
+        self._call(self._on_depth, self._pending)
+
     async def submit(self, record: AuditRecord) -> None:
         """Queue `record`; when the queue is full, wait for room rather than drop it."""
         if self._closing:

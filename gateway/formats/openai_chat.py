@@ -247,6 +247,12 @@ def _check_delta(delta: dict[str, Any]) -> None:
 
 def _delta_events(delta: dict[str, Any], tools: ToolSlots, events: list[Event]) -> bool:
     """Append the events of a delta (or whole message); True when it holds refusal text."""
+    if len(delta) == 1:  # most chunks: text alone
+        text = delta.get("content")
+        if type(text) is str:
+            if text:
+                events.append(TextDelta(text))
+            return False
     for key in REASONING_KEYS:
         reasoning = delta.get(key)
         if reasoning and isinstance(reasoning, str):

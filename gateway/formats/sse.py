@@ -25,13 +25,16 @@ class SSEFrame:
 
 
 class SSEDecoder:
-    __slots__ = ("_data", "_event", "_has_data", "_pending")
+    """Events from a byte stream; see the module docstring.
+
+    A chunk's complete events (up to its last blank line) are decoded at once; the rest waits
+    for the next chunk. The common event, one `data: ` line, is a slice of its block; any
+    other block is read line by line, as the SSE specification reads it."""
+
+    __slots__ = ("_pending",)
 
     def __init__(self) -> None:
         self._pending = b""
-        self._event: str | None = None
-        self._data: list[bytes] = []
-        self._has_data = False
 
     def feed(self, chunk: bytes) -> list[SSEFrame]:
         buf = self._pending + chunk if self._pending else chunk
@@ -43,49 +46,60 @@ class SSEDecoder:
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         else:
             tail = b""
-        lines = buf.split(b"\n")
-        self._pending = lines.pop() + tail
+        blocks = buf.split(b"\n\n")
+        self._pending = blocks.pop() + tail
         frames: list[SSEFrame] = []
-        for line in lines:
-            if not line:
-                if self._has_data:
-                    frames.append(self._dispatch())
-                else:
-                    self._event = None
-            else:
-                self._field(line)
+        for block in blocks:
+            if block[:6] == b"data: ":
+                if b"\n" not in block:  # OpenAI's events: one data line
+                    frames.append(SSEFrame(None, block[6:]))
+                    continue
+            elif block[:7] == b"event: ":  # Anthropic's: a name line, then one data line
+                end = block.find(b"\n")
+                if block[end + 1 : end + 7] == b"data: " and block.find(b"\n", end + 1) < 0:
+                    name = block[7:end].decode("utf-8", "replace")
+                    frames.append(SSEFrame(name, block[end + 7 :]))
+                    continue
+            _read_block(block, frames)
         return frames
 
     def close(self) -> list[SSEFrame]:
         """End of stream: a last event without its blank line is still delivered."""
-        frames: list[SSEFrame] = []
         pending, self._pending = self._pending.rstrip(b"\r"), b""
+        frames: list[SSEFrame] = []
         if pending:
-            self._field(pending)
-        if self._has_data:
-            frames.append(self._dispatch())
+            _read_block(pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n"), frames)
         return frames
 
-    def _field(self, line: bytes) -> None:
+
+def _read_block(block: bytes, frames: list[SSEFrame]) -> None:
+    """The events of lines with no blank line between them but, maybe, blank lines first (a
+    block split off at a blank line starts with the rest of a longer run of line ends)."""
+    event: str | None = None
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        if not line:
+            if data:
+                frames.append(_frame(event, data))
+                data = []
+            event = None
+            continue
         if line[0] == 0x3A:  # ":" comment / keep-alive
-            return
+            continue
         name, sep, value = line.partition(b":")
         if sep and value[:1] == b" ":
             value = value[1:]
         if name == b"data":
-            self._data.append(value)
-            self._has_data = True
+            data.append(value)
         elif name == b"event":
-            self._event = value.decode("utf-8", "replace")
+            event = value.decode("utf-8", "replace")
         # id, retry and unknown fields carry nothing the gateway uses
+    if data:
+        frames.append(_frame(event, data))
 
-    def _dispatch(self) -> SSEFrame:
-        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
-        frame = SSEFrame(self._event, data)
-        self._event = None
-        self._data = []
-        self._has_data = False
-        return frame
+
+def _frame(event: str | None, data: list[bytes]) -> SSEFrame:
+    return SSEFrame(event, data[0] if len(data) == 1 else b"\n".join(data))
 
 
 def encode(data: bytes, event: str | None = None) -> bytes:

@@ -8,6 +8,10 @@ The client's response is prepared on the first byte there is to send, so a failu
 gets a real HTTP status in the client's error format; after it, the stream ends with the format's
 error event. The first terminal event ends the relay: StreamEnd, a StreamError, a protocol error
 the aggregator found, or a stop the upstream gave as an error (vLLM `abort`).
+
+What the frames of one upstream read produce goes to the client in one write (a burst of twenty
+frames is one system call, not twenty); bytes there are to send count as sent for the rules
+above, so where a read happens to end never changes what the client gets.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class StreamRun:
         self.response: web.StreamResponse | None = None
         self.early: StreamError | None = None  # the failure before anything reached the client
         self.over = False
+        self._out: list[bytes] = []  # what this read's frames produced, not yet written
 
     async def frame(self, frame: SSEFrame) -> None:
         try:
@@ -88,22 +93,24 @@ class StreamRun:
                 return await self._fail(live, stopped(event.reason, event.native))
         out = self.writer.feed(frame, obj, events)
         if out:
-            await self.write(out)
+            self._out.append(out)
 
     async def _end(self, frame: SSEFrame | None, obj: Parsed, live: Sequence[Event]) -> None:
         self.over = True
         response = self.attempt.aggregator.final()
         out = self.writer.feed(frame, obj, live)
-        await self.write(out + self.writer.end(self.attempt.verdict(), response))
+        self._out.append(out + self.writer.end(self.attempt.verdict(), response))
+        await self.flush()
 
     async def _fail(self, live: Sequence[Event], error: StreamError) -> None:
         self.over = True
-        if self.response is None:
+        if self.response is None and not self._out:
             self.early = error  # nothing reached the client: it gets a real HTTP status
             return
         response = self.attempt.aggregator.final()
         out = self.writer.feed(None, None, live)
-        await self.write(out + self.writer.fail(error, self.attempt.verdict(), response))
+        self._out.append(out + self.writer.fail(error, self.attempt.verdict(), response))
+        await self.flush()
 
     async def upstream_failed(self, error: StreamError, exc: UpstreamError) -> None:
         if self.response is None:
@@ -123,7 +130,8 @@ class StreamRun:
         self.over = True
         try:
             response = self.attempt.aggregator.final()
-            await self.write(self.writer.fail(error, self.attempt.verdict(), response))
+            self._out.append(self.writer.fail(error, self.attempt.verdict(), response))
+            await self.flush()
         except Exception as again:  # the writer itself is what failed: the stream just ends
             log.error("stream error event not written (%s)", type(again).__name__)
 
@@ -147,6 +155,14 @@ class StreamRun:
                 await self.response.write_eof()
         except Exception as exc:  # best effort: the exchange is being torn down
             log.info("stream error event not written (%s)", type(exc).__name__)
+
+    async def flush(self) -> None:
+        """Write what the frames handled since the last flush produced, in one write."""
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        await self.write(out[0] if len(out) == 1 else b"".join(out))
 
     async def write(self, data: bytes) -> None:
         if not data:
@@ -203,11 +219,13 @@ async def _relay(run: StreamRun, reply: UpstreamReply) -> None:
             await run.frame(frame)
             if run.over:
                 return
+        await run.flush()
     for frame in framing.close():
         await run.frame(frame)
         if run.over:
             return
     await run.handle(None, None, run.decoder.eof())
+    await run.flush()
 
 
 def early_failure(error: StreamError | None) -> GatewayError:

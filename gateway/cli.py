@@ -17,9 +17,9 @@ from typing import NoReturn
 from aiohttp import web
 
 from gateway import event_loop, logs
-from gateway.access.command import add_keys_parser, main_keys
+from gateway.access.command import add_keys_parser
 from gateway.app import STOP_MARGIN, build_app
-from gateway.audit.command import add_audit_parser, main_audit
+from gateway.audit.arguments import add_audit_parser
 from gateway.edge import make_runner
 from gateway.listen import ListenAddress, listen_failure, open_listeners
 from gateway.settings import ConfigError, Settings, load_settings
@@ -181,8 +181,14 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logs.configure()
+    # A command's implementation is imported by its branch: `gateway serve` does not carry the
+    # report's renderers (rich).
     if args.command == "audit":
+        from gateway.audit.command import main_audit
+
         return main_audit(args)
     if args.command == "keys":
+        from gateway.access.command import main_keys
+
         return main_keys(args)
     return serve(args, os.environ)

@@ -1,20 +1,23 @@
 """`gateway serve` imports what its configured providers and its command need, no more.
 
-botocore (Bedrock), google-auth with requests and cryptography (Vertex AI) and rich (`gateway
-audit`'s tables) add some 25 MB of resident memory together; a provider kind's module is
-imported when a provider of that kind is built. A subprocess builds the app and lists
-`sys.modules`, so the savings cannot regress silently. A missing package of a configured kind
-is a configuration error naming it.
+botocore (Bedrock), google-auth with requests and cryptography (Vertex AI), rich (`gateway
+audit`'s tables) and genai-prices' update client (httpx2) add some 25 MB of resident memory
+together; a provider kind's module is imported when a provider of that kind is built. A
+subprocess builds the app and lists `sys.modules`, so the savings cannot regress silently. A
+missing package of a configured kind is a configuration error naming it.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gateway.price_table import import_submodules
 from gateway.settings import ConfigError, parse_settings
 from providers import registry
 from providers.registry import KINDS, ProviderKind, build_provider
@@ -35,6 +38,8 @@ NEVER_BY_DEFAULT = (
     "redis",
     "asyncpg",
     "bpe_openai",
+    "httpx2",  # genai-prices' price-update client (gateway.price_table)
+    "genai_prices.update_prices",
 )
 
 BUILD_APP = """
@@ -128,3 +133,65 @@ def test_missing_packages_are_found_without_importing_them() -> None:
         packages=(("json", "json"), ("no_such_module_x.y", "no-such-x"), ("nosuchmod_z", "z")),
     )
     assert kind.missing_packages() == ["no-such-x", "z"]
+
+
+PRICES_LATER = """
+import sys
+from gateway.cost import Pricer, Tokens
+assert "genai_prices" not in sys.modules and "httpx2" not in sys.modules
+import genai_prices
+from genai_prices import Usage, calc_price
+assert genai_prices.types is sys.modules["genai_prices.types"]
+assert genai_prices.data_snapshot.get_snapshot() is sys.modules["gateway.cost"].get_snapshot()
+cost = Pricer({"o": "openai"}).cost(Tokens(1500, 200, 1000, None), "o", "gpt-4o")
+usage = Usage(input_tokens=1500, output_tokens=200, cache_read_tokens=1000)
+table = calc_price(usage, "gpt-4o", provider_id="openai").total_price
+assert cost is not None and cost.usd == float(table)
+"""
+
+
+def test_genai_prices_imported_later_is_the_same_table() -> None:
+    """The table is imported without genai_prices' `__init__` (gateway.price_table); importing the
+    package afterwards runs it and shares the same submodules."""
+    result = subprocess.run(
+        [sys.executable, "-c", PRICES_LATER], capture_output=True, text=True, timeout=120, env={}
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def fake_package(root: Path, name: str, submodules: dict[str, str]) -> None:
+    package = root / name
+    package.mkdir()
+    (package / "__init__.py").write_text("from . import a\nINIT_RAN = True\n")
+    for module, text in submodules.items():
+        (package / f"{module}.py").write_text(text)
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    for name in [n for n in sys.modules if n.startswith("fakeprices")]:
+        del sys.modules[name]
+
+
+def test_submodules_are_imported_without_the_init(sandbox: Path) -> None:
+    fake_package(sandbox, "fakeprices1", {"a": "A = 1\n", "b": "from .a import A\n", "c": ""})
+    import_submodules("fakeprices1", frozenset({"c"}))
+    assert "fakeprices1" not in sys.modules
+    assert {"fakeprices1.a", "fakeprices1.b"} <= set(sys.modules)
+    assert "fakeprices1.c" not in sys.modules
+    import fakeprices1  # type: ignore[import-not-found]
+
+    assert fakeprices1.INIT_RAN and fakeprices1.a is sys.modules["fakeprices1.a"]
+
+
+@pytest.mark.parametrize(
+    "needs", ["from fakeprices2 import INIT_RAN\n", "import fakeprices2\nfakeprices2.INIT_RAN\n"]
+)
+def test_a_submodule_that_needs_the_init_gets_it(sandbox: Path, needs: str) -> None:
+    fake_package(sandbox, "fakeprices2", {"a": "A = 1\n", "b": needs})
+    import_submodules("fakeprices2")
+    assert sys.modules["fakeprices2"].INIT_RAN
+    assert sys.modules["fakeprices2"].a is sys.modules["fakeprices2.a"]
+    assert "fakeprices2.b" in sys.modules

@@ -9,7 +9,6 @@ import logging
 import os
 import signal
 import socket
-import sqlite3
 import sys
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
@@ -125,8 +124,10 @@ def _cause(exc: BaseException) -> str:
     name = type(exc).__name__
     if isinstance(exc, OSError) and exc.errno:
         return f"{name} ({os.strerror(exc.errno)})"
-    if isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorname", None):
-        return f"{name} ({exc.sqlite_errorname})"
+    # sqlite3.Error's, read without importing sqlite3 (0.8 MiB, unused with PostgreSQL)
+    errorname = getattr(exc, "sqlite_errorname", None)
+    if isinstance(errorname, str) and errorname:
+        return f"{name} ({errorname})"
     return name
 
 

@@ -42,14 +42,17 @@ NEVER_BY_DEFAULT = (
     "genai_prices.update_prices",
 )
 
+# What `gateway serve` does before it serves: its arguments, the startup report, the app.
 BUILD_APP = """
 import sys
 import gateway.cli
 from gateway.app import build_app
 from gateway.settings import default_settings, parse_settings
-settings = {settings}
-build_app(settings)
+from gateway.startup import config_source, startup_report
 gateway.cli.parse_args(["serve"])
+settings = {settings}
+list(startup_report(settings, config_source(None, {{}}), {{}}, settings.audit.store))
+build_app(settings)
 print("\\n".join(sorted(sys.modules)))
 """
 
@@ -85,6 +88,16 @@ def heavy(modules: set[str]) -> list[str]:
 @pytest.mark.parametrize("settings", ["default_settings({})", BENCH_LIKE], ids=["default", "http"])
 def test_serving_without_bedrock_or_vertex_imports_neither(settings: str) -> None:
     assert heavy(imported_by_build_app(settings)) == []
+
+
+def test_a_postgresql_trail_does_not_load_sqlite() -> None:
+    postgres = """parse_settings({
+        "providers": {"m": {"kind": "mock"}},
+        "routes": [{"match": "*", "provider": "m"}],
+        "audit": {"store": "postgresql://gw@127.0.0.1:9/audit"},
+    })"""
+    modules = imported_by_build_app(postgres)
+    assert "sqlite3" not in modules and "_sqlite3" not in modules
 
 
 def test_each_kind_imports_its_module_when_built() -> None:

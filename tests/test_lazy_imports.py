@@ -108,6 +108,7 @@ def test_each_kind_imports_its_module_when_built() -> None:
     })"""
     modules = imported_by_build_app(bedrock)
     assert {"providers.bedrock", "botocore"} <= modules
+    assert "gateway.formats.aws_eventstream" in modules  # its framing: not read inside the loop
     assert "google.auth" not in modules
 
 

@@ -28,8 +28,8 @@ more than the rest of an exchange; so a model whose price is one plain price per
 tiers by prompt size, no prices by date or time of day: most models) is priced by `Linear`,
 its four per-token rates read once from genai-prices' own calculation, in about 1 µs. The others
 go through genai-prices each time. Either way it runs once per exchange, never per chunk.
-genai-prices loads its data on first use: it is imported here, at import time, so that no file
-is read inside the event loop.
+genai-prices loads its data on first use: `gateway.price_table` imports it at import time, so
+that no file is read inside the event loop (and without the package's price-update client).
 """
 
 from __future__ import annotations
@@ -40,12 +40,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Final, Literal
 
-import genai_prices.data  # the price table, loaded now rather than inside the loop
-import genai_prices.data_units  # noqa: F401  (its units too)
-from genai_prices import Usage
-from genai_prices.data_snapshot import get_snapshot
-from genai_prices.types import ModelInfo, ModelPrice, Provider, TieredPrices
-
+from gateway.price_table import ModelInfo, ModelPrice, Provider, TieredPrices, Usage, get_snapshot
 from gateway.settings_price import PriceSettings
 from providers.registry import KINDS
 

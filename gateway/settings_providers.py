@@ -139,6 +139,10 @@ class ProviderSettings(_Frozen):
             raise ValueError(f'quirks: kind "{self.kind}" takes none (OpenAI Chat wire only)')
         if self.entra is not None and not kind.entra:
             raise ValueError(f'entra: kind "{self.kind}" takes none (Azure OpenAI only)')
+        absent = kind.missing_packages()
+        if absent:
+            needs, install = " and ".join(absent), " ".join(absent)
+            raise ValueError(f'kind "{self.kind}" needs {needs}: pip install {install}')
         return self
 
     def resolve_api_key(self, env: Mapping[str, str]) -> str | None:

@@ -35,6 +35,10 @@ from botocore.credentials import Credentials, RefreshableCredentials
 from botocore.exceptions import BotoCoreError
 from botocore.session import Session
 
+# The framing of this provider's streams: the formats registry imports it with the first
+# Bedrock stream; imported with the provider, it is read before the server runs, not inside
+# the event loop.
+import gateway.formats.aws_eventstream  # noqa: F401
 from gateway.errors import UpstreamUnreachable
 from providers.base import NO_OWN_STOP_REASONS, Operation, ProviderRequest
 from providers.http import (

@@ -1,35 +1,29 @@
 """The provider kinds, one row each: the table `[providers.<name>] kind = ...` is read against.
 
 A row names the wire the kind speaks, its default base URL and how to build one. An unknown kind
-is a configuration error naming the known ones; nothing else compares kind names.
+is a configuration error naming the known ones; nothing else compares kind names. A kind's
+provider module is imported by its builder, so a process imports only the kinds it configures
+(and their dependencies: botocore for Bedrock, google-auth for Vertex AI).
 
     provider = build_provider("openai", settings.providers["openai"], os.environ)
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from providers.anthropic import AnthropicProvider
-from providers.azure_auth import BearerTokenFile, EntraSettings
-from providers.azure_openai import (
-    ApiKeyAuth,
-    AzureAuth,
-    AzureOpenAIProvider,
-    AzureOpenAIResponsesProvider,
-    BearerAuth,
-)
 from providers.base import Provider
-from providers.bedrock import BedrockProvider
-from providers.gemini import GeminiProvider
 from providers.http import PoolLimits, Timeouts
-from providers.mock import MockProvider
-from providers.openai import OpenAIProvider
-from providers.openai_responses import OpenAIResponsesProvider
-from providers.quirks import OpenAIQuirks
-from providers.vertex import VertexProvider
+
+if TYPE_CHECKING:
+    from providers.anthropic import AnthropicProvider
+    from providers.azure_auth import EntraSettings
+    from providers.azure_openai import AzureOpenAIProvider
+    from providers.openai_responses import OpenAIResponsesProvider
+    from providers.quirks import OpenAIQuirks
 
 
 class ProviderOptions(Protocol):
@@ -80,53 +74,81 @@ def _pool(options: ProviderOptions) -> PoolLimits:
     return PoolLimits(max_connections=limit or None)
 
 
-def _http(cls: type[OpenAIProvider] | type[AnthropicProvider]) -> Builder:
-    def build(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
-        assert options.base_url is not None  # settings fill in the kind's default
-        return cls(name, options.base_url, api_key, _timeouts(options), pool=_pool(options))
-
-    return build
-
-
-def _openai(cls: type[OpenAIProvider]) -> Builder:
-    """An OpenAI-wire kind: its quirk flags too."""
-
-    def build(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
-        assert options.base_url is not None  # settings fill in the kind's default
-        return cls(
-            name, options.base_url, api_key, _timeouts(options), options.quirks, pool=_pool(options)
-        )
-
-    return build
+def _http(
+    cls: type[OpenAIResponsesProvider] | type[AnthropicProvider],
+    name: str,
+    options: ProviderOptions,
+    api_key: str | None,
+) -> Provider:
+    assert options.base_url is not None  # settings fill in the kind's default
+    return cls(name, options.base_url, api_key, _timeouts(options), pool=_pool(options))
 
 
-def _azure(cls: type[AzureOpenAIProvider]) -> Builder:
+def _azure(
+    cls: type[AzureOpenAIProvider], name: str, options: ProviderOptions, api_key: str | None
+) -> Provider:
     """`api_key` is the resolved credential: the key, or with `entra.token_env` the token."""
+    from providers.azure_auth import BearerTokenFile
+    from providers.azure_openai import ApiKeyAuth, AzureAuth, BearerAuth
 
-    def build(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
-        assert options.base_url is not None and options.api_version is not None  # `requires`
-        entra = options.entra
-        auth: AzureAuth
-        if entra is None:
-            auth = ApiKeyAuth(api_key)
-        elif entra.token_file is not None:
-            auth = BearerAuth(file=BearerTokenFile(name, entra.token_file, entra.reread))
-        else:
-            auth = BearerAuth(token=api_key)
-        return cls(
-            name,
-            options.base_url,
-            options.api_version,
-            auth,
-            _timeouts(options),
-            options.quirks,
-            pool=_pool(options),
-        )
+    assert options.base_url is not None and options.api_version is not None  # `requires`
+    entra = options.entra
+    auth: AzureAuth
+    if entra is None:
+        auth = ApiKeyAuth(api_key)
+    elif entra.token_file is not None:
+        auth = BearerAuth(file=BearerTokenFile(name, entra.token_file, entra.reread))
+    else:
+        auth = BearerAuth(token=api_key)
+    return cls(
+        name,
+        options.base_url,
+        options.api_version,
+        auth,
+        _timeouts(options),
+        options.quirks,
+        pool=_pool(options),
+    )
 
-    return build
+
+# One builder per kind, importing its provider module when it runs (the module docstring).
+
+
+def _openai(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    from providers.openai import OpenAIProvider
+
+    assert options.base_url is not None  # settings fill in the kind's default
+    timeouts, quirks = _timeouts(options), options.quirks
+    return OpenAIProvider(name, options.base_url, api_key, timeouts, quirks, pool=_pool(options))
+
+
+def _openai_responses(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    from providers.openai_responses import OpenAIResponsesProvider
+
+    return _http(OpenAIResponsesProvider, name, options, api_key)
+
+
+def _anthropic(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    from providers.anthropic import AnthropicProvider
+
+    return _http(AnthropicProvider, name, options, api_key)
+
+
+def _azure_openai(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    from providers.azure_openai import AzureOpenAIProvider
+
+    return _azure(AzureOpenAIProvider, name, options, api_key)
+
+
+def _azure_openai_responses(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    from providers.azure_openai import AzureOpenAIResponsesProvider
+
+    return _azure(AzureOpenAIResponsesProvider, name, options, api_key)
 
 
 def _gemini(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    from providers.gemini import GeminiProvider
+
     assert options.base_url is not None  # settings fill in the kind's default
     timeouts = _timeouts(options)
     return GeminiProvider(
@@ -135,10 +157,14 @@ def _gemini(name: str, options: ProviderOptions, api_key: str | None) -> Provide
 
 
 def _mock(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    from providers.mock import MockProvider
+
     return MockProvider(name)
 
 
 def _vertex(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
+    from providers.vertex import VertexProvider
+
     assert options.project is not None and options.region is not None  # the row requires them
     return VertexProvider(
         name,
@@ -154,6 +180,8 @@ def _vertex(name: str, options: ProviderOptions, api_key: str | None) -> Provide
 def _bedrock(name: str, options: ProviderOptions, api_key: str | None) -> Provider:
     """A configured api_key is a Bedrock API key (bearer); without one, SigV4 with the AWS
     credential chain. The base URL defaults to the region's endpoint (settings fill it in)."""
+    from providers.bedrock import BedrockProvider
+
     assert options.region is not None and options.base_url is not None  # checked by settings
     timeouts = _timeouts(options)
     return BedrockProvider(
@@ -164,7 +192,7 @@ def _bedrock(name: str, options: ProviderOptions, api_key: str | None) -> Provid
 @dataclass(frozen=True, slots=True)
 class ProviderKind:
     name: str
-    wire: str
+    wire: str  # a row of gateway.formats.registry.WIRES: what its provider's `wire` says
     build: Builder
     default_base_url: str | None = None  # None: the kind takes no base_url (offline)
     requires: tuple[str, ...] = ()  # ProviderSettings keys the kind cannot do without
@@ -176,6 +204,22 @@ class ProviderKind:
     # The genai-prices provider id pricing this kind's answers (gateway.cost); None: the price
     # table matches the provider from the model name alone.
     price_provider: str | None = None
+    # What its module imports that the rest of the gateway does not, as (module, distribution)
+    # pairs: settings check they are installed without importing them, so a missing one is a
+    # configuration problem named at startup rather than an ImportError once the server runs.
+    packages: tuple[tuple[str, str], ...] = ()
+
+    def missing_packages(self) -> list[str]:
+        """The distributions of `packages` that are not installed."""
+        return [dist for module, dist in self.packages if not _installed(module)]
+
+
+def _installed(module: str) -> bool:
+    """Whether `module` can be imported, found without importing it (only its parents)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a parent package is missing
+        return False
 
 
 KINDS: Mapping[str, ProviderKind] = {
@@ -183,40 +227,47 @@ KINDS: Mapping[str, ProviderKind] = {
     for kind in (
         ProviderKind(
             "openai",
-            OpenAIProvider.wire,
-            _openai(OpenAIProvider),
+            "openai",
+            _openai,
             "https://api.openai.com/v1",
             quirks=True,
             price_provider="openai",
         ),
         ProviderKind(
             "openai_responses",
-            OpenAIResponsesProvider.wire,
-            _http(OpenAIResponsesProvider),
+            "openai_responses",
+            _openai_responses,
             "https://api.openai.com/v1",
             price_provider="openai",
         ),
         ProviderKind(
             "anthropic",
-            AnthropicProvider.wire,
-            _http(AnthropicProvider),
+            "anthropic",
+            _anthropic,
             "https://api.anthropic.com",
             price_provider="anthropic",
         ),
         ProviderKind(
             "gemini",
-            GeminiProvider.wire,
+            "gemini",
             _gemini,
             "https://generativelanguage.googleapis.com",
             price_provider="google",
         ),
-        ProviderKind("mock", MockProvider.wire, _mock),
-        # Vertex AI answers Google's and Anthropic's models: priced by the model's name.
-        ProviderKind("vertex", VertexProvider.wire, _vertex, requires=("project", "region")),
+        ProviderKind("mock", "anthropic", _mock),
+        # Vertex AI answers Google's and Anthropic's models: priced by the model's name. Its
+        # provider says per model which wire (`wire_of`); the row names the wire of most.
+        ProviderKind(
+            "vertex",
+            "gemini",
+            _vertex,
+            requires=("project", "region"),
+            packages=(("google.auth", "google-auth"), ("requests", "requests")),
+        ),
         ProviderKind(
             "azure_openai",
-            AzureOpenAIProvider.wire,
-            _azure(AzureOpenAIProvider),
+            "openai",
+            _azure_openai,
             requires=("base_url", "api_version"),
             quirks=True,
             entra=True,
@@ -224,20 +275,21 @@ KINDS: Mapping[str, ProviderKind] = {
         ),
         ProviderKind(
             "azure_openai_responses",
-            AzureOpenAIResponsesProvider.wire,
-            _azure(AzureOpenAIResponsesProvider),
+            "openai_responses",
+            _azure_openai_responses,
             requires=("base_url", "api_version"),
             entra=True,
             price_provider="azure",
         ),
         ProviderKind(
             "bedrock",
-            BedrockProvider.wire,
+            "bedrock",
             _bedrock,
             "https://bedrock-runtime.{region}.amazonaws.com",
             requires=("region",),
             keyless="requests are signed with SigV4 and the AWS credential chain",
             price_provider="aws",
+            packages=(("botocore", "botocore"),),
         ),
     )
 }

@@ -25,7 +25,7 @@ from gateway.audit.migrations import (
 from gateway.audit.postgres_store import PostgresStore
 from gateway.audit.postgres_store import encode as postgres_encode
 from gateway.audit.record import AuditRecord
-from gateway.audit.sqlite_store import SQLiteStore
+from gateway.audit.sqlite_store import CACHE_KIB, SQLiteStore
 from gateway.audit.sqlite_store import encode as sqlite_encode
 from gateway.audit.store import open_store, redact_url
 from tests.audit_util import (
@@ -335,6 +335,7 @@ async def test_sqlite_is_in_wal_mode_and_intact_after_writes(tmp_path: Path) -> 
     await store.write([full_record(i) for i in range(200)])
     assert store._conn is not None
     assert store._conn.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+    assert store._conn.execute("PRAGMA cache_size").fetchone() == (-CACHE_KIB,)  # KiB, not pages
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)

@@ -117,6 +117,13 @@ def cases(busy: int, dead: int, config_dir: Path) -> dict[str, Case]:
             config=MOCK_ONLY + f'[audit]\nstore = "{pg}"\n',
             one_line=False,
         ),
+        "sqlite_store_unopenable": Case(  # a directory where the file should be
+            ["serve", "--config", "{config}", "--port", "0"],
+            1,
+            ["cannot open the audit store", str(config_dir), "OperationalError (SQLITE_CANTOPEN)"],
+            config=MOCK_ONLY + f'[audit]\nstore = "sqlite:///{config_dir}"\n',
+            one_line=False,
+        ),
     }
 
 

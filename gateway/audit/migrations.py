@@ -15,12 +15,13 @@ a longer, test-only list against a database created at an older version.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # each store imports its own driver: PostgreSQL's trail never loads SQLite
+    import sqlite3
+
     import asyncpg
 
 log = logging.getLogger("gateway.audit")

@@ -30,6 +30,7 @@ from typing import Final
 import orjson
 from botocore.eventstream import EventStreamBuffer, ParserError
 
+from gateway.formats.aws_frames import EXCEPTION_PREFIX, FRAMING_ERROR
 from gateway.formats.sse import SSEFrame
 
 PRELUDE: Final = 12  # total length, headers length, prelude CRC: three big-endian uint32
@@ -38,9 +39,7 @@ TRAILER: Final = 4  # the message CRC
 MAX_HEADERS: Final = 128 * 1024
 MAX_PAYLOAD: Final = 24 * 1024 * 1024
 MAX_MESSAGE: Final = PRELUDE + MAX_HEADERS + MAX_PAYLOAD + TRAILER
-# The frame that ends a stream whose framing broke; no event type of AWS starts with ':'.
-FRAMING_ERROR: Final = ":framing-error"
-EXCEPTION_PREFIX: Final = "exception:"
+__all__ = ("EXCEPTION_PREFIX", "FRAMING_ERROR", "EventStreamFraming")
 
 
 class EventStreamFraming:

@@ -35,7 +35,7 @@ from gateway.events import (
     Usage,
 )
 from gateway.formats import stop_reasons
-from gateway.formats.aws_eventstream import EXCEPTION_PREFIX, FRAMING_ERROR
+from gateway.formats.aws_frames import EXCEPTION_PREFIX, FRAMING_ERROR
 from gateway.formats.shape import ShapeError, count, index, loose, mapping, objects, string
 from gateway.formats.sse import SSEFrame
 

@@ -30,7 +30,6 @@ from gateway.formats import (
     openai_responses,
     stop_reasons,
 )
-from gateway.formats.aws_eventstream import EventStreamFraming
 from gateway.formats.shape import token_count
 from gateway.formats.sse import SSEDecoder, SSEFrame
 
@@ -223,13 +222,21 @@ GEMINI = Wire(
 )
 
 
+def aws_event_stream() -> Framing:
+    """Bedrock's framing. Its module imports botocore: with the first Bedrock stream, not in
+    every process that reads the registry."""
+    from gateway.formats.aws_eventstream import EventStreamFraming
+
+    return EventStreamFraming()
+
+
 BEDROCK = Wire(
     "bedrock",
     bedrock_converse.BedrockConverseDecoder,
     bedrock_converse.response_events,
     stop_reasons.BEDROCK_NATIVE,
     Completeness.FINISH_REASON,  # messageStop; the usage in `metadata` may follow it
-    framing=EventStreamFraming,
+    framing=aws_event_stream,
     error_fields=bedrock_converse.error_fields,
     token_count=partial(token_count, field="inputTokens"),  # CountTokens
 )

@@ -121,13 +121,15 @@ def human_size(size: int) -> str:
 
 
 def open_response_store(url: str, ttl: float, max_entries: int, max_bytes: int) -> ResponseStore:
-    from gateway.responses_store.memory import MemoryStore
-    from gateway.responses_store.sqlite import SQLiteResponseStore
-
+    # Each store's module is imported when asked for: sqlite3 only for a SQLite store.
     if url == "off":
         return OffStore()
     if url == "memory":
+        from gateway.responses_store.memory import MemoryStore
+
         return MemoryStore(ttl, max_entries, max_bytes)
     if url.startswith("sqlite:///"):
+        from gateway.responses_store.sqlite import SQLiteResponseStore
+
         return SQLiteResponseStore(url.removeprefix("sqlite:///"), ttl)
     raise ValueError('responses.store must be "memory", "off" or a sqlite:/// URL')

@@ -19,7 +19,6 @@ is rarely sent on a connection the server is closing. A name is resolved once pe
 from __future__ import annotations
 
 import asyncio
-import functools
 import ipaddress
 import logging
 import socket
@@ -71,10 +70,22 @@ class PoolStats:
     wait_seconds: float = 0.0  # how long they waited, in all
 
 
-@functools.cache
-def default_tls_context() -> ssl.SSLContext:
-    """The system's trust store, hostname checks on: one context for every provider."""
-    return ssl.create_default_context()
+def _verified_tls_context() -> ssl.SSLContext:
+    """The system's trust store, hostname checks on, ALPN http/1.1: aiohttp's own verified
+    context when it has one (made at its import: loading the trust store reads files, which must
+    not happen inside the event loop, and each copy of it holds about a MiB), else a new one."""
+    from aiohttp import connector
+
+    made = getattr(connector, "_SSL_CONTEXT_VERIFIED", None)
+    if isinstance(made, ssl.SSLContext) and made.verify_mode == ssl.CERT_REQUIRED:
+        return made
+    context = ssl.create_default_context()
+    context.set_alpn_protocols(("http/1.1",))
+    return context
+
+
+# One context for every provider, made at import, before any loop runs.
+DEFAULT_TLS: Final = _verified_tls_context()
 
 
 def _is_ip(host: str) -> bool:
@@ -213,7 +224,7 @@ class ConnectionPool:
     # --- opening ------------------------------------------------------------------------------
 
     async def _connect(self, origin: Origin, loop: asyncio.AbstractEventLoop) -> UpstreamConnection:
-        tls = default_tls_context() if origin.tls else None
+        tls = DEFAULT_TLS if origin.tls else None
         hostname = origin.host if origin.tls else None
 
         def protocol() -> UpstreamConnection:

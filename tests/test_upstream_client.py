@@ -313,3 +313,46 @@ async def test_the_wait_for_a_connection_is_in_the_record_and_metrics(
     await trail.close()
     waits = sorted(r.attempts[0].get("pool_wait_ms", 0.0) for r in records)
     assert len(records) == 2 and waits[0] == 0.0 and waits[1] >= 200
+
+
+async def test_tls_upstream_is_verified_against_the_trust_store(tmp_path, transports) -> None:
+    """A real TLS handshake through the pool: a self-signed certificate is refused, by name."""
+    import ssl
+    import subprocess
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=context)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        with pytest.raises(UpstreamUnreachable) as info:
+            await transport(transports).post(f"https://127.0.0.1:{port}/v1/x", b"{}", JSON)
+    assert info.value.message == (
+        f"cannot connect to upstream 'up' at 127.0.0.1:{port}: TLS handshake failed "
+        "(certificate verify failed: self-signed certificate)"
+    )

@@ -136,12 +136,16 @@ def share_circuits(
     return ctx
 
 
-def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Application:
+def build_app(
+    settings: Settings, env: Mapping[str, str] = os.environ, *, metrics_dir: str | None = None
+) -> web.Application:
+    """The gateway's app. `metrics_dir`: the workers' shared prometheus_client multiprocess
+    directory, so `/metrics` reports every worker (gateway.metrics); None for one process."""
     limits = settings.limits
     app = web.Application(client_max_size=limits.max_body_bytes, middlewares=[unexpected_errors])
     app[HTTP_LIMITS] = HttpLimits(limits.max_header_bytes, limits.max_headers)
     providers = {name: build_provider(name, cfg, env) for name, cfg in settings.providers.items()}
-    metrics = GatewayMetrics(limits.metric_models)
+    metrics = GatewayMetrics(limits.metric_models, multiprocess_dir=metrics_dir)
     observer = ExchangeObserver(metrics)
     responses = settings.responses
     response_store = open_response_store(

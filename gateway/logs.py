@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -27,6 +28,13 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 
 
 class JsonFormatter(logging.Formatter):
+    """`always`: fields every line carries (a worker's `worker` number: several workers write to
+    one stderr); a call site's field of the same name wins."""
+
+    def __init__(self, always: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        self._always = dict(always or {})
+
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
@@ -34,6 +42,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
+            **self._always,
         }
         extra = record.__dict__
         fields = extra.get(FIELDS)
@@ -48,9 +57,9 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
-def configure(level: int = logging.INFO) -> None:
+def configure(level: int = logging.INFO, always: Mapping[str, Any] | None = None) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(JsonFormatter(always))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

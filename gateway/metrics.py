@@ -6,6 +6,12 @@ names cannot grow the label set; nor can it on a wildcard route, where the clien
 past `metric_models` distinct names ([limits]), further new ones count under "other". A missing
 provider or stop reason is named as the audit report names it (`NO_PROVIDER`, `NO_STOP_REASON`).
 The gateway-key counters are moved by gateway.access, labelled by the keys' configured names.
+
+With several workers (`multiprocess_dir`), each worker's values live in prometheus_client's
+multiprocess files there (the supervisor sets PROMETHEUS_MULTIPROC_DIR before a worker starts,
+as the library picks its value class at import) and `/metrics` reports the sum over the workers,
+whichever answered the scrape; gauges say how they combine. The `metric_models` bound then holds
+per worker.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord, cost_unknown
 from gateway.resilience.circuit import STATE_VALUES
@@ -30,8 +37,12 @@ def is_upstream_error(error_class: str | None) -> bool:
 
 
 class GatewayMetrics:
-    def __init__(self, metric_models: int = 100) -> None:
+    def __init__(self, metric_models: int = 100, multiprocess_dir: str | None = None) -> None:
         self.registry = r = CollectorRegistry()
+        self._scraped = r
+        if multiprocess_dir is not None:
+            self._scraped = CollectorRegistry()
+            MultiProcessCollector(self._scraped, path=multiprocess_dir)  # type: ignore[no-untyped-call]
         self._metric_models = metric_models
         self._models: set[str] = set()
         self.requests = Counter(
@@ -114,10 +125,19 @@ class GatewayMetrics:
             "Per target: 0 closed, 1 half-open (probing), 2 open (skipped)",
             ["target"],
             registry=r,
+            multiprocess_mode="livemax",  # a circuit open in any live worker shows as open
         )
-        self.in_flight = Gauge("gateway_in_flight_exchanges", "Exchanges in progress", registry=r)
+        self.in_flight = Gauge(
+            "gateway_in_flight_exchanges",
+            "Exchanges in progress",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.queue_depth = Gauge(
-            "gateway_audit_queue_depth", "Audit records waiting for the writer", registry=r
+            "gateway_audit_queue_depth",
+            "Audit records waiting for the writer",
+            registry=r,
+            multiprocess_mode="livesum",
         )
         self.backpressure = Counter(
             "gateway_audit_backpressure_events",
@@ -217,4 +237,4 @@ class GatewayMetrics:
         self.circuit_state.labels(target).set(STATE_VALUES[state])
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return generate_latest(self._scraped)

@@ -44,14 +44,13 @@ class SQLiteResponseStore:
         db.execute("PRAGMA journal_mode=WAL")
         for statement in SCHEMA:
             db.execute(statement)
+        # Kept in the file: owners stay valid across restarts. The first process to open the file
+        # writes it; workers opening it together all read that one.
+        fresh = secrets.token_bytes(32)
+        db.execute("INSERT OR IGNORE INTO meta VALUES ('owner_secret', ?)", (fresh,))
         row = db.execute("SELECT value FROM meta WHERE key = 'owner_secret'").fetchone()
-        if row is None:  # kept in the file: owners stay valid across restarts
-            secret = secrets.token_bytes(32)
-            db.execute("INSERT INTO meta VALUES ('owner_secret', ?)", (secret,))
-        else:
-            secret = bytes(row[0])
         self._db = db
-        return secret
+        return bytes(row[0])
 
     async def _run(self, statement: str, args: tuple[object, ...]) -> list[tuple[object, ...]]:
         assert self._db is not None, "open() first"

@@ -10,6 +10,7 @@ trail in tmp_path, and /proc to see the processes and their sockets.
 - `/metrics` reports the sum over the workers, whichever answered the scrape;
 - a `previous_response_id` stored by one worker is found by the other (the shared store);
 - a worker that cannot start makes the supervisor give up: exit 1 and one line;
+- per-key limits counted in Redis hold for the workers together;
 - one worker is one process, as before.
 
 Which worker served an exchange is read from its log line (`worker`), which every worker adds.
@@ -23,6 +24,7 @@ import json
 import os
 import signal
 import subprocess
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ import aiohttp
 import orjson
 import pytest
 
+from tests.access_util import redis_url, sha256
 from tests.process_tree import (
     HAS_PROC,
     children,
@@ -56,8 +59,10 @@ pytestmark = pytest.mark.skipif(not HAS_PROC, reason="reads /proc")
 WAIT = 30.0  # seconds any awaited condition gets before the test fails
 
 
-def config_text(db: Path) -> str:
-    return f"""
+def config_text(db: Path, extra: str = "") -> str:
+    return (
+        extra
+        + f"""
 [server]
 host = "127.0.0.1"
 port = 0
@@ -73,6 +78,7 @@ provider = "mock"
 [audit]
 store = "sqlite:///{db}"
 """
+    )
 
 
 @pytest.fixture
@@ -81,9 +87,9 @@ def launch(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
     at the end (the supervisor and its workers) is killed."""
     started: list[GatewayProcess] = []
 
-    def run(*args: str, workers: int = 2) -> GatewayProcess:
+    def run(*args: str, workers: int = 2, extra: str = "") -> GatewayProcess:
         path = tmp_path / f"gateway-{len(started)}.toml"
-        path.write_text(config_text(tmp_path / "trail.db"))
+        path.write_text(config_text(tmp_path / "trail.db", extra))
         started.append(GatewayProcess(path, tmp_path, "--workers", str(workers), *args))
         return started[-1]
 
@@ -329,6 +335,33 @@ async def test_previous_response_id_is_found_by_every_worker(launch):
     await until(lambda: set(ids) <= set(served_by(gateway)), "every turn logged")
     workers_of = served_by(gateway)
     assert {workers_of[i] for i in ids[1:]} == {1, 2}, "every follow-up reached the same worker"
+    gateway.signal(signal.SIGTERM)
+    assert await gateway.wait(30) == 0
+
+
+async def test_per_key_limits_in_redis_hold_across_the_workers(launch):
+    """A key's requests per window, counted in the shared Redis: the workers together serve
+    exactly the limit, whichever of them each request reaches."""
+    limit, key = 5, f"gw-test-workers-{uuid.uuid4().hex}"
+    extra = (
+        f'[state]\nredis = "{redis_url()}"\nprefix = "gw-test-{uuid.uuid4().hex}:"\n\n'
+        f'[[keys]]\nname = "ci"\nsha256 = "{sha256(key)}"\n'
+        f'requests_per_window = {limit}\nwindow = "1d"\n\n'
+    )
+    gateway = launch(extra=extra)
+    base = await gateway.ready()
+    body = orjson.dumps({"model": "mock-text", "messages": [{"role": "user", "content": "hi"}]})
+    headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
+    statuses, ids = [], []
+    connector = aiohttp.TCPConnector(force_close=True)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        for _ in range(4 * limit):
+            async with session.post(f"{base}/v1/chat/completions", data=body, headers=headers) as r:
+                statuses.append(r.status)
+                ids.append(r.headers["x-request-id"])
+    assert sorted(statuses) == [200] * limit + [429] * 3 * limit, statuses
+    await until(lambda: set(ids) <= set(served_by(gateway)), "every exchange logged")
+    assert {served_by(gateway)[i] for i in ids} == {1, 2}
     gateway.signal(signal.SIGTERM)
     assert await gateway.wait(30) == 0
 

@@ -151,14 +151,12 @@ class Supervisor:
         except Exception as exc:
             return f"cannot open the audit store {self._audit_location}: {cause(exc)}"
         r = self.settings.responses
-        if r.store.startswith("sqlite:///"):
-            try:
-                responses = open_response_store(r.store, r.ttl, r.max_entries, r.max_bytes)
-                await responses.open()
-                await responses.close()
-            except Exception as exc:
-                path = r.store.removeprefix("sqlite:///")
-                return f"cannot open the responses store {path}: {cause(exc)}"
+        responses = open_response_store(r.store, r.ttl, r.max_entries, r.max_bytes)
+        try:
+            await responses.open()
+            await responses.close()
+        except Exception as exc:
+            return f"cannot open the responses store {r.store.split(':///')[-1]}: {cause(exc)}"
         return None
 
     def _stop(self, sig: signal.Signals, announce: bool = True) -> None:

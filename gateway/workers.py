@@ -26,6 +26,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from gateway.responses_store.base import SHARED_MEMORY
 from gateway.settings import ConfigError, Settings
 
 if TYPE_CHECKING:
@@ -97,11 +98,12 @@ def memory_limit(settings: Settings) -> str | None:
 
 def for_workers(settings: Settings, private_dir: str) -> Settings:
     """The settings every worker runs with: the default in-memory Responses store becomes one
-    SQLite file in `private_dir` that they all read and write."""
+    SQLite file in `private_dir` that they all read and write, held to the memory store's
+    bounds (`max_entries`, `max_bytes`)."""
     responses = settings.responses
     if responses.store != "memory":
         return settings
-    store = "sqlite:///" + os.path.join(private_dir, RESPONSES_FILE)
+    store = SHARED_MEMORY + os.path.join(private_dir, RESPONSES_FILE)
     update = {"responses": responses.model_copy(update={"store": store})}
     return settings.model_copy(update=update)
 

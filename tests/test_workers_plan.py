@@ -133,7 +133,7 @@ def test_one_worker_says_nothing_new():
 def test_workers_share_the_default_responses_store_in_the_private_directory(tmp_path):
     settings = parse_settings(MOCK)
     shared = for_workers(settings, str(tmp_path))
-    assert shared.responses.store == f"sqlite:///{tmp_path}/responses.db"
+    assert shared.responses.store == f"shared-memory:///{tmp_path}/responses.db"
     assert shared.responses.ttl == settings.responses.ttl
     chosen = parse_settings({**MOCK, "responses": {"store": "off"}})
     assert for_workers(chosen, str(tmp_path)) is chosen

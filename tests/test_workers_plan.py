@@ -8,12 +8,13 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from gateway import workers
-from gateway.private_dir import PrivateDir
+from gateway.private_dir import LOCK, PREFIX, STALE_AFTER, PrivateDir, remove_stale
 from gateway.settings import ConfigError, load_settings, parse_settings
 from gateway.startup import ConfigSource, startup_report
 from gateway.supervisor import (
@@ -153,7 +154,7 @@ def test_the_spec_carries_the_settings_exactly(path):
 
 HOLD = """
 import sys, time
-from gateway.private_dir import PrivateDir
+from gateway.private_dir import LOCK, PREFIX, STALE_AFTER, PrivateDir, remove_stale
 shared = PrivateDir(sys.argv[1])
 shared.join()
 print("held", flush=True)
@@ -213,3 +214,24 @@ def test_a_failed_start_ends_the_gateway_at_first_then_only_when_nothing_serves(
     assert not gives_up(GIVE_UP_AFTER * 10, listening=True, serving=1)  # others serve: retry
     assert not gives_up(GIVE_UP_AFTER - 1, listening=True, serving=0)
     assert gives_up(GIVE_UP_AFTER, listening=True, serving=0)
+
+
+def test_a_new_supervisor_removes_what_a_gateway_killed_whole_left_behind(tmp_path):
+    """Every process of a gateway killed at once: nobody removed its directory. The next one
+    removes it once untouched for STALE_AFTER seconds, never one still held or recent."""
+    left, held, recent = (PrivateDir(str(tmp_path / f"{PREFIX}{name}")) for name in "abc")
+    for shared in (left, held, recent):
+        os.makedirs(shared.path)
+        Path(shared.path, LOCK).touch()
+    holding = holder(held.path)
+    old = time.time() - 2 * STALE_AFTER
+    for shared in (left, held):
+        os.utime(shared.path, (old, old))
+    (tmp_path / "unrelated").mkdir()
+    os.utime(tmp_path / "unrelated", (old, old))
+
+    assert remove_stale(str(tmp_path)) == [left.path]
+    assert not Path(left.path).exists()
+    assert Path(held.path).is_dir() and Path(recent.path).is_dir()
+    assert (tmp_path / "unrelated").is_dir()
+    assert leave(holding) == "removed"  # the last one out

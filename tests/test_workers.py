@@ -37,6 +37,7 @@ from tests.access_util import redis_url, sha256
 from tests.process_tree import (
     HAS_PROC,
     children,
+    cmdline,
     environ,
     listening_inodes,
     running,
@@ -95,11 +96,13 @@ def launch(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
 
     yield run
     for gateway in started:
-        workers = children(gateway.proc.pid)
         gateway.kill()
-        for pid in workers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        # Every worker it ever started, by its log line: a test that failed may have left one
+        # whose supervisor is gone (then children() no longer finds it).
+        for obj in messages(gateway, "worker started"):
+            if running(obj["pid"]) and b"gateway.worker" in cmdline(obj["pid"]):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(obj["pid"], signal.SIGKILL)
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:

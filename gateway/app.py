@@ -33,6 +33,7 @@ from gateway.handlers.responses import error_response, new_request_id
 from gateway.handlers.stored import stored_response_handlers
 from gateway.metrics import GatewayMetrics
 from gateway.observer import ExchangeObserver
+from gateway.pool_metrics import PUBLISH_EVERY
 from gateway.resilience.plan import Resilience
 from gateway.resilience.shared_circuits import CircuitSync
 from gateway.responses_store import open_response_store
@@ -136,13 +137,40 @@ def share_circuits(
     return ctx
 
 
-def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Application:
+def every(
+    seconds: float, job: Callable[[], None]
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """`job` every `seconds` while the app runs, and once more when it stops."""
+
+    async def repeat() -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            job()
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(repeat())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        job()
+
+    return ctx
+
+
+def build_app(
+    settings: Settings, env: Mapping[str, str] = os.environ, *, metrics_dir: str | None = None
+) -> web.Application:
+    """The gateway's app. `metrics_dir`: the workers' shared prometheus_client multiprocess
+    directory, so `/metrics` reports every worker (gateway.metrics); None for one process."""
     limits = settings.limits
     app = web.Application(client_max_size=limits.max_body_bytes, middlewares=[unexpected_errors])
     app[HTTP_LIMITS] = HttpLimits(limits.max_header_bytes, limits.max_headers)
     providers = {name: build_provider(name, cfg, env) for name, cfg in settings.providers.items()}
-    metrics = GatewayMetrics(limits.metric_models)
-    metrics.watch_pools(lambda: {name: p.pool_stats() for name, p in providers.items()})
+    metrics = GatewayMetrics(limits.metric_models, multiprocess_dir=metrics_dir)
+    publish_pools = metrics.watch_pools(
+        lambda: {name: p.pool_stats() for name, p in providers.items()}
+    )
     observer = ExchangeObserver(metrics)
     responses = settings.responses
     response_store = open_response_store(
@@ -214,6 +242,8 @@ def build_app(settings: Settings, env: Mapping[str, str] = os.environ) -> web.Ap
     app.cleanup_ctx.append(audit_writer)
     app.cleanup_ctx.append(close_providers)
     app.cleanup_ctx.append(keep_responses)
+    if publish_pools is not None:
+        app.cleanup_ctx.append(every(PUBLISH_EVERY, publish_pools))
     app.on_shutdown.append(closing)
 
     async def models(request: web.Request) -> web.StreamResponse:

@@ -1,37 +1,29 @@
-"""The command line: `gateway serve [--config PATH] [--host H] [--port P]`, `gateway audit` and
-`gateway keys hash|new`."""
+"""The command line: `gateway serve [--config PATH] [--host H] [--port P] [--workers N]`,
+`gateway audit` and `gateway keys hash|new`."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import os
-import signal
-import socket
 import sys
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
-from aiohttp import web
-
 from gateway import event_loop, logs
 from gateway.access.command import add_keys_parser
-from gateway.app import STOP_MARGIN, build_app
 from gateway.audit.arguments import add_audit_parser
-from gateway.edge import make_runner
-from gateway.listen import ListenAddress, listen_failure, open_listeners
+from gateway.listen import ListenAddress, listen_failure, open_listeners, reserve_address
+from gateway.serving import Serving, StartupFailed, run_server
 from gateway.settings import ConfigError, Settings, load_settings
 from gateway.startup import ConfigSource, config_source, startup_report, store_location
-
-log = logging.getLogger("gateway.cli")
+from gateway.supervisor import supervise
+from gateway.workers import plan_workers
 
 EXIT_STATUS = (
     "exit status: 0 after a stop by SIGTERM, SIGINT or SIGHUP; 2 for a bad argument or "
-    "configuration; 1 when the gateway cannot listen or cannot open its audit store"
+    "configuration; 1 when the gateway cannot listen or cannot open its audit store (or its "
+    "workers cannot start)"
 )
-# SIGHUP stops too: a closed terminal sends it, and the audit trail must still be flushed.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -48,6 +40,16 @@ def port_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be from 0 to 65535, not {value}")
+    return value
+
+
+def worker_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of workers: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
 
 
@@ -68,67 +70,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--host", type=non_empty, help="address to listen on (overrides [server] host)"
     )
     serve.add_argument("--port", type=port_number, help="port to listen on, 0 for any free one")
+    serve.add_argument(
+        "--workers",
+        type=worker_count,
+        help="processes sharing the port (overrides [server] workers; default: one per core)",
+    )
     add_audit_parser(commands)
     add_keys_parser(commands)
     return parser.parse_args(argv)
-
-
-class StartupFailed(Exception):
-    """The application could not start (its audit store did not open); the message says why."""
-
-
-async def run_server(
-    settings: Settings, listeners: list[socket.socket], shown_host: str, audit_location: str
-) -> None:
-    """Serve on `listeners` until SIGTERM, SIGINT or SIGHUP; then stop accepting, let in-flight
-    exchanges finish within the grace period, flush the audit trail (the app's cleanup), and
-    return. StartupFailed when the application cannot start (its audit store did not open)."""
-    loop = asyncio.get_running_loop()
-    received: asyncio.Future[signal.Signals] = loop.create_future()
-    for sig in STOP_SIGNALS:
-        loop.add_signal_handler(sig, _note_signal, received, sig)
-    runner = make_runner(
-        build_app(settings),
-        access_log=None,
-        handle_signals=False,
-        shutdown_timeout=settings.server.shutdown_grace + STOP_MARGIN,
-    )
-    try:
-        try:
-            await runner.setup()
-        except Exception as exc:
-            for sock in listeners:
-                sock.close()
-            cause = _cause(exc)
-            raise StartupFailed(f"cannot open the audit store {audit_location}: {cause}") from exc
-        for sock in listeners:
-            await web.SockSite(runner, sock).start()
-        bound = listeners[0].getsockname()[1]
-        print(f"listening on http://{shown_host}:{bound}", file=sys.stderr, flush=True)
-        sig = await received
-        log.info(
-            "shutting down", extra={"signal": sig.name, "grace_s": settings.server.shutdown_grace}
-        )
-    finally:
-        await runner.cleanup()
-
-
-def _note_signal(received: asyncio.Future[signal.Signals], sig: signal.Signals) -> None:
-    if not received.done():
-        received.set_result(sig)
-
-
-def _cause(exc: BaseException) -> str:
-    """The exception class and its errno or SQLite error name: never its message, which may
-    quote a connection string."""
-    name = type(exc).__name__
-    if isinstance(exc, OSError) and exc.errno:
-        return f"{name} ({os.strerror(exc.errno)})"
-    # sqlite3.Error's, read without importing sqlite3 (0.8 MiB, unused with PostgreSQL)
-    errorname = getattr(exc, "sqlite_errorname", None)
-    if isinstance(errorname, str) and errorname:
-        return f"{name} ({errorname})"
-    return name
 
 
 def listen_address(
@@ -155,28 +104,41 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     except ConfigError as exc:
         print(str(ConfigError(source.label(), exc.problems)), file=sys.stderr)
         return 2
+    try:
+        plan = plan_workers(args.workers, settings, source)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     audit_store = settings.audit.store
     address = listen_address(args, settings, source)
     try:
-        report = startup_report(settings, source, env, audit_store, host=address.host)
+        report = startup_report(settings, source, env, audit_store, host=address.host, workers=plan)
     except ValueError as exc:
         print(str(ConfigError(source.label(), [("audit.store", str(exc))])), file=sys.stderr)
         return 2
+    # One process listens itself; a supervisor only reserves the address for its workers.
+    bind = open_listeners if plan.count == 1 else reserve_address
     try:
-        listeners = open_listeners(address.host, address.port)
+        sockets = bind(address.host, address.port)
     except OSError as exc:
         print(f"gateway serve: {listen_failure(exc, address)}", file=sys.stderr)
         return 1
     for line in report:
         print(line.render(), file=sys.stderr)
+    location = store_location(audit_store)
+    if plan.count > 1:
+        return supervise(settings, plan.count, sockets, address.shown_host(), location)
+    serving = Serving(on_ready=lambda port: _print_listening(address.shown_host(), port))
     try:
-        event_loop.run(
-            run_server(settings, listeners, address.shown_host(), store_location(audit_store))
-        )
+        event_loop.run(run_server(settings, sockets, location, serving))
     except StartupFailed as exc:
         print(f"gateway serve: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _print_listening(shown_host: str, port: int) -> None:
+    print(f"listening on http://{shown_host}:{port}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,13 @@ store is opened, in one line that says which setting to change:
     ...
     except OSError as exc:
         print(listen_failure(exc, address))
+
+With workers, the supervisor reserves the address instead (bound, not listening: it accepts
+nothing, so the kernel must route nothing to it) and gives each worker sockets of its own on the
+same port with SO_REUSEPORT:
+
+    reserved = reserve_address("127.0.0.1", 0)          # the same errors as open_listeners
+    sockets = worker_sockets(reserved)                   # bound; the worker's server listens
 """
 
 from __future__ import annotations
@@ -14,7 +21,9 @@ from __future__ import annotations
 import errno
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Final
 
 _PORT_ERRNOS = frozenset({errno.EADDRINUSE, errno.EACCES})
 _HOST_ERRNOS = frozenset({errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT})
@@ -36,25 +45,75 @@ class ListenAddress:
         return f"{self.shown_host()}:{self.port}"
 
 
-def open_listeners(host: str, port: int, backlog: int = 128) -> list[socket.socket]:
+# Connections the kernel holds for accept(): a fleet of agents opening a thousand streams at once
+# must not find a full queue (a refused SYN is retried a second later: a hidden queue). The
+# kernel caps it at net.core.somaxconn.
+BACKLOG: Final = 4096
+
+
+def open_listeners(host: str, port: int, backlog: int = BACKLOG) -> list[socket.socket]:
     """Listening sockets on every address `host` resolves to, as asyncio's `create_server` binds
     them (SO_REUSEADDR, IPv6 sockets IPv6-only); on failure none is left open."""
+    sockets = reserve_address(host, port)
+    try:
+        for sock in sockets:
+            sock.listen(backlog)
+    except OSError:
+        _close(sockets)
+        raise
+    return sockets
+
+
+def reserve_address(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to every address `host` resolves to but not listening: the address is
+    checked and taken (a port in use fails here, port 0 gets its number), and since nothing
+    listens the kernel routes no connection to them. On failure none is left open.
+
+    They do not set SO_REUSEPORT, so a port another gateway's workers share is in use."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     sockets: list[socket.socket] = []
     try:
         for family, kind, proto, _, address in dict.fromkeys(infos):
-            sock = socket.socket(family, kind, proto)
-            sockets.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
-            sock.listen(backlog)
+            sockets.append(_bound(family, kind, proto, address, reuse_port=False))
     except OSError:
-        for sock in sockets:
-            sock.close()
+        _close(sockets)
         raise
     return sockets
+
+
+def worker_sockets(reserved: Sequence[socket.socket]) -> list[socket.socket]:
+    """One worker's sockets: for each reserved one, a socket bound to the same address and port
+    with SO_REUSEPORT, not yet listening. The worker's server listens once it can accept, and the
+    kernel then spreads new connections over the workers listening there."""
+    sockets: list[socket.socket] = []
+    try:
+        for held in reserved:
+            address = held.getsockname()
+            sockets.append(_bound(held.family, held.type, held.proto, address, reuse_port=True))
+    except OSError:
+        _close(sockets)
+        raise
+    return sockets
+
+
+def _bound(family: int, kind: int, proto: int, address: Any, *, reuse_port: bool) -> socket.socket:
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _close(sockets: Sequence[socket.socket]) -> None:
+    for sock in sockets:
+        sock.close()
 
 
 def listen_failure(exc: OSError, address: ListenAddress) -> str:

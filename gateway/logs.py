@@ -17,6 +17,7 @@ import asyncio
 import logging
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any, Final, TextIO
 
 import orjson
@@ -31,8 +32,12 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 
 
 class JsonFormatter(logging.Formatter):
-    def __init__(self) -> None:
+    """`always`: fields every line carries (a worker's `worker` number: several workers write to
+    one stderr); a call site's field of the same name wins."""
+
+    def __init__(self, always: Mapping[str, Any] | None = None) -> None:
         super().__init__()
+        self._always = dict(always or {})
         self._second = -1
         self._stamp = ""
 
@@ -50,6 +55,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
+            **self._always,
         }
         extra = record.__dict__
         fields = extra.get(FIELDS)
@@ -143,7 +149,7 @@ LINGER: Final = 0.05  # seconds an info line may wait to be written with others
 BATCH: Final = 65536  # characters waiting that are written at once
 
 
-def configure(level: int = logging.INFO) -> None:
+def configure(level: int = logging.INFO, always: Mapping[str, Any] | None = None) -> None:
     # The logging HOWTO's optimizations: no caller frame lookup, no thread or process names
     # gathered per record; the lines never carry them.
     logging._srcfile = None
@@ -151,7 +157,7 @@ def configure(level: int = logging.INFO) -> None:
     logging.logProcesses = False
     logging.logMultiprocessing = False
     handler = LoopBatchedHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(JsonFormatter(always))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -6,21 +6,26 @@ names cannot grow the label set; nor can it on a wildcard route, where the clien
 past `metric_models` distinct names ([limits]), further new ones count under "other". A missing
 provider or stop reason is named as the audit report names it (`NO_PROVIDER`, `NO_STOP_REASON`).
 The gateway-key counters are moved by gateway.access, labelled by the keys' configured names.
+
+With several workers (`multiprocess_dir`), each worker's values live in prometheus_client's
+multiprocess files there (the supervisor sets PROMETHEUS_MULTIPROC_DIR before a worker starts,
+as the library picks its value class at import) and `/metrics` reports the sum over the workers,
+whichever answered the scrape; gauges say how they combine. The `metric_models` bound then holds
+per worker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord, cost_unknown
+from gateway.pool_metrics import PoolCollector, PoolPublisher, Pools
 from gateway.resilience.circuit import STATE_VALUES
 from gateway.resilience.outcome import ANSWERS, read_attempts
-from providers.http_pool import PoolStats
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 CLIENT_CAUSED = frozenset({"stream_aborted"})
@@ -51,8 +56,12 @@ class Children:
 
 
 class GatewayMetrics:
-    def __init__(self, metric_models: int = 100) -> None:
+    def __init__(self, metric_models: int = 100, multiprocess_dir: str | None = None) -> None:
         self.registry = r = CollectorRegistry()
+        self._scraped = r
+        if multiprocess_dir is not None:
+            self._scraped = CollectorRegistry()
+            MultiProcessCollector(self._scraped, path=multiprocess_dir)  # type: ignore[no-untyped-call]
         self._metric_models = metric_models
         self._models: set[str] = set()
         self.requests = Counter(
@@ -135,10 +144,19 @@ class GatewayMetrics:
             "Per target: 0 closed, 1 half-open (probing), 2 open (skipped)",
             ["target"],
             registry=r,
+            multiprocess_mode="livemax",  # a circuit open in any live worker shows as open
         )
-        self.in_flight = Gauge("gateway_in_flight_exchanges", "Exchanges in progress", registry=r)
+        self.in_flight = Gauge(
+            "gateway_in_flight_exchanges",
+            "Exchanges in progress",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.queue_depth = Gauge(
-            "gateway_audit_queue_depth", "Audit records waiting for the writer", registry=r
+            "gateway_audit_queue_depth",
+            "Audit records waiting for the writer",
+            registry=r,
+            multiprocess_mode="livesum",
         )
         self.backpressure = Counter(
             "gateway_audit_backpressure_events",
@@ -240,58 +258,17 @@ class GatewayMetrics:
         if read.fell_back:
             self.fallbacks.labels(provider).inc()
 
-    def watch_pools(self, pools: Callable[[], Mapping[str, PoolStats | None]]) -> None:
-        """Export the upstream connection pools, read when /metrics is scraped."""
-        self.registry.register(PoolCollector(pools))
+    def watch_pools(self, pools: Pools) -> Callable[[], None] | None:
+        """Export the upstream connection pools: read when /metrics is scraped (one process),
+        or, with several workers, by the returned callable, which the app runs every
+        `PUBLISH_EVERY` seconds."""
+        if self._scraped is self.registry:
+            self.registry.register(PoolCollector(pools))
+            return None
+        return PoolPublisher(pools, self.registry).publish
 
     def circuit(self, target: str, state: str) -> None:
         self.circuit_state.labels(target).set(STATE_VALUES[state])
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
-
-
-class PoolCollector(Collector):
-    """The providers' upstream connection pools: open and idle connections, the limit, and the
-    requests that waited for a connection (how many, how long in all, how many wait now)."""
-
-    def __init__(self, pools: Callable[[], Mapping[str, PoolStats | None]]) -> None:
-        self._pools = pools
-
-    def collect(self) -> Iterator[Any]:
-        connections = GaugeMetricFamily(
-            "gateway_upstream_connections",
-            "Upstream connections per provider: open (in use or idle) and idle",
-            labels=["provider", "state"],
-        )
-        limit = GaugeMetricFamily(
-            "gateway_upstream_connection_limit",
-            "The most upstream connections a provider opens ([providers.X] max_connections)",
-            labels=["provider"],
-        )
-        waiting = GaugeMetricFamily(
-            "gateway_upstream_pool_waiting",
-            "Requests waiting now for an upstream connection (the provider's limit is reached)",
-            labels=["provider"],
-        )
-        waits = CounterMetricFamily(
-            "gateway_upstream_pool_waits",
-            "Requests that waited for an upstream connection",
-            labels=["provider"],
-        )
-        waited = CounterMetricFamily(
-            "gateway_upstream_pool_wait_seconds",
-            "Seconds requests waited for an upstream connection, in all",
-            labels=["provider"],
-        )
-        for name, stats in self._pools().items():
-            if stats is None:
-                continue
-            connections.add_metric([name, "open"], stats.open)
-            connections.add_metric([name, "idle"], stats.idle)
-            if stats.limit is not None:
-                limit.add_metric([name], stats.limit)
-            waiting.add_metric([name], stats.waiting)
-            waits.add_metric([name], stats.waits)
-            waited.add_metric([name], stats.wait_seconds)
-        yield from (connections, limit, waiting, waits, waited)
+        return generate_latest(self._scraped)

@@ -56,6 +56,8 @@ class ServerSettings(_Frozen):
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
     # On SIGTERM, SIGINT or SIGHUP: seconds in-flight exchanges get to finish before the flush.
     shutdown_grace: Seconds = 30.0
+    # Processes sharing the port (gateway.workers); None: one per core. `--workers` wins.
+    workers: Annotated[int, Field(ge=1)] | None = None
 
 
 class RouteSettings(_Frozen):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -24,8 +25,10 @@ from typing import Final, Literal
 
 from gateway.audit.store import open_store, redact_url, sqlite_path
 from gateway.responses_store import open_response_store
+from gateway.responses_store.base import human_duration
 from gateway.settings import ProviderSettings, RouteSettings, Settings, default_settings
 from gateway.state import open_state
+from gateway.workers import WorkersPlan
 from providers.http import host_port
 from providers.registry import KINDS
 
@@ -83,10 +86,12 @@ def startup_report(
     env: Mapping[str, str],
     audit_store: str,
     host: str | None = None,
+    workers: WorkersPlan | None = None,
 ) -> list[Line]:
     """The startup lines, information first, then warnings. `audit_store` is the URL of the store
     the gateway will open; ValueError (from `store_location`) when it cannot be opened. `host`:
-    where it listens (default: `[server] host`)."""
+    where it listens (default: `[server] host`). `workers`: how many processes serve (one, when
+    not given: then nothing is said about them)."""
     host = settings.server.host if host is None else host
     forwarding = FORWARDED if not settings.keys else NOT_FORWARDED
     info = [Line("info", f"configuration: {_describe_source(source)}")]
@@ -96,9 +101,13 @@ def startup_report(
     ]
     info.append(Line("info", f"routes: {len(settings.routes)}"))
     info.append(Line("info", f"audit store: {store_location(audit_store)}"))
-    info.append(Line("info", f"responses store: {_describe_responses(settings)}"))
+    info.append(Line("info", f"responses store: {_describe_responses(settings, workers)}"))
     info += [Line("info", text) for text in _access(settings, host)]
+    if workers is not None and workers.count > 1:
+        info.append(Line("info", f"workers: {workers.count} ({workers.origin})"))
     warnings = [*_key_warnings(settings, env, forwarding), *_shadowed_routes(settings.routes)]
+    if workers is not None and workers.fallback is not None:
+        warnings.append(workers.fallback)
     warnings += _mock_answers(settings, source)
     if not settings.keys and not is_loopback(host):
         warnings.append(
@@ -137,10 +146,16 @@ def _access(settings: Settings, host: str) -> Iterator[str]:
         yield f"limits state: {open_state(settings.state).describe()}"
 
 
-def _describe_responses(settings: Settings) -> str:
+def _describe_responses(settings: Settings, workers: WorkersPlan | None = None) -> str:
     """Where Responses answers are kept for previous_response_id: they hold prompts and answers,
     so an operator must know."""
     r = settings.responses
+    if workers is not None and workers.shares_responses:
+        return (
+            f"a SQLite file the {workers.count} workers share, private to this gateway in "
+            f"{tempfile.gettempdir()} and removed at exit, ttl {human_duration(r.ttl)} "
+            "(holds prompts and answers)"
+        )
     return open_response_store(r.store, r.ttl, r.max_entries, r.max_bytes).describe()
 
 

@@ -383,7 +383,10 @@ STARTUP_KEY = "sk-startup-SECRET-in-the-environment"
 
 
 def test_startup_lines_come_before_listening_and_never_show_a_key(start, tmp_path):
-    server = start("serve", "--port", "0", env=clean_env(OPENAI_API_KEY=STARTUP_KEY))
+    # One worker: the report of one process (several add a line and share the responses store:
+    # tests/test_workers.py, tests/test_startup.py).
+    argv = ["serve", "--port", "0", "--workers", "1"]
+    server = start(*argv, env=clean_env(OPENAI_API_KEY=STARTUP_KEY))
     server.wait_ready()
     assert server.stop() == 0
     stderr = "\n".join(server.lines)

@@ -22,6 +22,8 @@ from tests.test_cli import GATEWAY, clean_env
 
 POSTGRES_PASSWORD = "pw-s3cret-never-shown"
 MOCK_ONLY = '[providers.mock]\nkind = "mock"\n\n[[routes]]\nmatch = "mock*"\nprovider = "mock"\n'
+# A key with a limit counted in memory (no [state] redis): each worker would count it alone.
+LIMITED_KEY = '[[keys]]\nname = "ci"\nsha256 = "' + "ab" * 32 + '"\nrequests_per_window = 10\n'
 
 
 @dataclass
@@ -91,6 +93,36 @@ def cases(busy: int, dead: int, config_dir: Path) -> dict[str, Case]:
             config=MOCK_ONLY + '[audit]\nstore = "sqlite:///"\n',
         ),
         "audit_limit": Case(["audit", "--limit", "abc"], 2, ["--limit", "abc"]),
+        "workers_zero": Case(["serve", "--workers", "0"], 2, ["--workers", "at least 1", "0"]),
+        "workers_negative": Case(["serve", "--workers", "-2"], 2, ["--workers", "-2"]),
+        "workers_not_a_number": Case(["serve", "--workers", "abc"], 2, ["--workers", "'abc'"]),
+        "workers_missing_value": Case(
+            ["serve", "--workers"], 2, ["--workers", "expected one argument"]
+        ),
+        "config_workers_zero": Case(
+            ["serve", "--config", "{config}"],
+            2,
+            ["{config}", "server.workers", "1"],
+            config="[server]\nworkers = 0\n\n" + MOCK_ONLY,
+        ),
+        "config_workers_a_string": Case(
+            ["serve", "--config", "{config}"],
+            2,
+            ["{config}", "server.workers"],
+            config='[server]\nworkers = "4"\n\n' + MOCK_ONLY,
+        ),
+        "workers_would_split_memory_limits": Case(
+            ["serve", "--config", "{config}", "--workers", "2"],
+            2,
+            ["{config}", "--workers", "keys[0].requests_per_window", "[state] redis"],
+            config=MOCK_ONLY + LIMITED_KEY,
+        ),
+        "config_workers_would_split_memory_limits": Case(
+            ["serve", "--config", "{config}"],
+            2,
+            ["{config}", "server.workers", "keys[0].requests_per_window", "[state] redis"],
+            config="[server]\nworkers = 2\n\n" + MOCK_ONLY + LIMITED_KEY,
+        ),
         "host_does_not_resolve": Case(
             ["serve", "--host", "nosuch.invalid", "--port", "0"],
             1,

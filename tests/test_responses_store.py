@@ -15,8 +15,9 @@ import openai
 import pytest
 
 from gateway.responses_store import StoredResponse, owner_of
+from gateway.responses_store.base import open_response_store
 from gateway.responses_store.memory import MemoryStore
-from gateway.responses_store.sqlite import SQLiteResponseStore
+from gateway.responses_store.sqlite import TRIM_EVERY, SQLiteResponseStore
 from tests.conftest import openai_client
 from tests.responses_support import WEATHER_TOOL, post
 from tests.scenarios import Answer, Tool, script_for
@@ -246,6 +247,26 @@ async def test_sqlite_store_survives_a_restart_and_keeps_owners(tmp_path):
     assert await reopened.delete("r1", owner) and await reopened.get("r1", owner) is None
     await reopened.close()
     assert b"sk-a" not in path.read_bytes()  # the credential itself is never stored
+
+
+async def test_the_workers_shared_store_keeps_the_memory_stores_bounds(tmp_path):
+    """Several workers share a SQLite file in place of `memory`; it keeps the newest answers
+    within max_entries and max_bytes (trimmed every TRIM_EVERY puts), as memory would."""
+    url = "shared-memory:///" + str(tmp_path / "responses.db")
+    size = entry("b000", "me").size
+    by_count = open_response_store(url, 60, max_entries=50, max_bytes=10**9)
+    by_bytes = open_response_store(url.replace("responses", "bytes"), 60, 10**6, size * 10)
+    puts = 2 * TRIM_EVERY + 1  # the first put trims (and purges), then every TRIM_EVERY
+    for store in (by_count, by_bytes):
+        await store.open()
+        for n in range(puts):
+            await store.put(entry(f"b{n:03d}", "me"))
+        kept = [n for n in range(puts) if await store.get(f"b{n:03d}", "me")]
+        newest = 50 if store is by_count else 10
+        assert kept == list(range(puts - newest, puts))
+        await store.close()
+    # An operator's own SQLite store keeps only its ttl, as before.
+    assert SQLiteResponseStore(str(tmp_path / "own.db"), ttl=60).bounds is None
 
 
 def test_a_sqlite_store_through_the_gateway(tmp_path, upstream, unique_model):

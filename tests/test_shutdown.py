@@ -59,9 +59,9 @@ def clean_env() -> dict[str, str]:
 class GatewayProcess:
     """A running `gateway serve`; a thread keeps its stderr, line by line."""
 
-    def __init__(self, config: Path, cwd: Path) -> None:
+    def __init__(self, config: Path, cwd: Path, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [GATEWAY, "serve", "--config", str(config), "--port", "0"],
+            [GATEWAY, "serve", "--config", str(config), "--port", "0", *args],
             cwd=cwd,
             env={**clean_env(), "XDG_DATA_HOME": str(cwd / "xdg-data")},  # not the real home
             stdout=subprocess.PIPE,

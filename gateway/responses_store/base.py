@@ -11,6 +11,9 @@ from typing import Any, Protocol
 import orjson
 
 Item = dict[str, Any]
+# The store several workers share in place of `memory`: a SQLite file held to the memory store's
+# bounds. Only gateway.workers writes this form; a configuration file cannot (its validator).
+SHARED_MEMORY = "shared-memory:///"
 MAX_CHAIN = 1000  # links followed back from one previous_response_id
 
 
@@ -132,4 +135,7 @@ def open_response_store(url: str, ttl: float, max_entries: int, max_bytes: int) 
         from gateway.responses_store.sqlite import SQLiteResponseStore
 
         return SQLiteResponseStore(url.removeprefix("sqlite:///"), ttl)
+    if url.startswith(SHARED_MEMORY):  # never from a file: gateway.workers sets it
+        bounds = (max_entries, max_bytes)
+        return SQLiteResponseStore(url.removeprefix(SHARED_MEMORY), ttl, bounds=bounds)
     raise ValueError('responses.store must be "memory", "off" or a sqlite:/// URL')

@@ -1,5 +1,8 @@
-"""An opt-in store in a SQLite file, for operators who want chains to outlive a restart. Every
-call runs in a worker thread: the event loop never waits on the disk."""
+"""An opt-in store in a SQLite file, for operators who want chains to outlive a restart; also the
+store several workers share in place of `memory` (gateway.workers), then held to the memory
+store's bounds (`bounds`: entries and bytes, the oldest answers going first), as it takes the
+place of memory (a temporary directory is often RAM). Every call runs in a worker thread: the
+event loop never waits on the disk."""
 
 from __future__ import annotations
 
@@ -22,18 +25,30 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
 )
 PURGE_EVERY = 60.0
+TRIM_EVERY = 100  # puts between two trims of a bounded store (and at least every PURGE_EVERY)
+# Every entry past the newest `max_entries`, or past the newest `max_bytes` (counted as
+# StoredResponse.size counts them: the input items and the response object).
+TRIM = """DELETE FROM responses WHERE id IN (
+    SELECT id FROM (
+        SELECT id, ROW_NUMBER() OVER newest AS n,
+            SUM(length(items_in) + length(response)) OVER newest AS total
+        FROM responses
+        WINDOW newest AS (ORDER BY created_at DESC, id DESC ROWS UNBOUNDED PRECEDING)
+    ) WHERE n > ? OR total > ?)"""
 
 
 class SQLiteResponseStore:
     kind = "sqlite"
 
-    def __init__(self, path: str, ttl: float) -> None:
+    def __init__(self, path: str, ttl: float, bounds: tuple[int, int] | None = None) -> None:
         self.path = path  # made absolute where the disk may be touched (not on the loop)
         self.ttl = ttl
+        self.bounds = bounds  # (max_entries, max_bytes), or None: only the ttl
         self.secret = b""
         self._db: sqlite3.Connection | None = None
         self._lock = asyncio.Lock()
         self._purged = 0.0
+        self._puts = 0  # since the last purge
 
     async def open(self) -> None:
         self.secret = await asyncio.to_thread(self._open)
@@ -44,14 +59,13 @@ class SQLiteResponseStore:
         db.execute("PRAGMA journal_mode=WAL")
         for statement in SCHEMA:
             db.execute(statement)
+        # Kept in the file: owners stay valid across restarts. The first process to open the file
+        # writes it; workers opening it together all read that one.
+        fresh = secrets.token_bytes(32)
+        db.execute("INSERT OR IGNORE INTO meta VALUES ('owner_secret', ?)", (fresh,))
         row = db.execute("SELECT value FROM meta WHERE key = 'owner_secret'").fetchone()
-        if row is None:  # kept in the file: owners stay valid across restarts
-            secret = secrets.token_bytes(32)
-            db.execute("INSERT INTO meta VALUES ('owner_secret', ?)", (secret,))
-        else:
-            secret = bytes(row[0])
         self._db = db
-        return secret
+        return bytes(row[0])
 
     async def _run(self, statement: str, args: tuple[object, ...]) -> list[tuple[object, ...]]:
         assert self._db is not None, "open() first"
@@ -73,9 +87,13 @@ class SQLiteResponseStore:
         )
         await self._run("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?,?)", row)
         now = time.time()
-        if now - self._purged > PURGE_EVERY:
-            self._purged = now
+        self._puts += 1
+        trim_due = self.bounds is not None and self._puts >= TRIM_EVERY
+        if now - self._purged > PURGE_EVERY or trim_due:
+            self._purged, self._puts = now, 0
             await self._run("DELETE FROM responses WHERE expires_at <= ?", (now,))
+            if self.bounds is not None:
+                await self._run(TRIM, self.bounds)
 
     async def get(self, response_id: str, owner: str) -> StoredResponse | None:
         rows = await self._run(

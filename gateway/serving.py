@@ -1,0 +1,143 @@
+"""One serving process: the app on its sockets until a stop signal, then a graceful stop.
+
+`gateway serve` runs this in its own process with one worker, and each worker runs it when there
+are several (gateway.worker); only what they say differs:
+
+    await run_server(settings, sockets, audit_location, Serving(on_ready=print_listening))
+
+Stopping is the same everywhere: on SIGTERM, SIGINT or SIGHUP (or `Serving.until`, a worker's
+supervisor gone) stop accepting, let in-flight exchanges finish within the grace period, flush
+the audit trail (the app's cleanup) and return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import os
+import resource
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from gateway.app import STOP_MARGIN, build_app
+from gateway.edge import make_runner
+from gateway.listen import BACKLOG
+from gateway.settings import Settings
+
+log = logging.getLogger("gateway.cli")
+
+# SIGHUP stops too: a closed terminal sends it, and the audit trail must still be flushed.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+OPEN_FILES = 65536  # the soft limit of open files asked for, within the hard limit
+
+
+class StartupFailed(Exception):
+    """The application could not start (its audit store did not open); the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """What one serving process says and watches besides its signals.
+
+    `on_ready(port)`: called once every socket accepts. `until`: a stop reason other than a
+    signal (it resolves to a name for the log). `stopping`: the log line of the stop, with the
+    signal. `metrics_dir`: prometheus_client's multiprocess directory, when workers share one.
+    """
+
+    on_ready: Callable[[int], Awaitable[None] | None]
+    until: Callable[[], Awaitable[str]] | None = None
+    stopping: str = "shutting down"
+    log_fields: dict[str, Any] = field(default_factory=dict)
+    metrics_dir: str | None = None
+
+
+async def run_server(
+    settings: Settings, listeners: list[socket.socket], audit_location: str, serving: Serving
+) -> None:
+    """Serve on `listeners` until SIGTERM, SIGINT or SIGHUP (or `serving.until`); then stop
+    accepting, let in-flight exchanges finish within the grace period, flush the audit trail
+    (the app's cleanup), and return. StartupFailed when the application cannot start (its audit
+    store did not open). `listeners` may be bound without listening: the server listens."""
+    raise_open_files_limit()
+    loop = asyncio.get_running_loop()
+    received: asyncio.Future[str] = loop.create_future()
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, _note, received, sig.name)
+    # A worker blocks these signals until it can handle them: one sent meanwhile arrives now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    watcher = None
+    if serving.until is not None:
+        watcher = asyncio.create_task(_note_when(serving.until, received))
+    runner = make_runner(
+        build_app(settings, metrics_dir=serving.metrics_dir),
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=settings.server.shutdown_grace + STOP_MARGIN,
+    )
+    try:
+        try:
+            await runner.setup()
+        except Exception as exc:
+            for sock in listeners:
+                sock.close()
+            raise StartupFailed(
+                f"cannot open the audit store {audit_location}: {cause(exc)}"
+            ) from exc
+        # What start-up made (modules, settings, the app) lives as long as the process: out of
+        # the collector's sight, a full collection no longer walks it again and again.
+        gc.freeze()
+        for sock in listeners:
+            await web.SockSite(runner, sock, backlog=BACKLOG).start()
+        ready = serving.on_ready(listeners[0].getsockname()[1])
+        if ready is not None:
+            await ready
+        reason = await received
+        fields = {"signal": reason, "grace_s": settings.server.shutdown_grace}
+        log.info(serving.stopping, extra={**fields, **serving.log_fields})
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        await runner.cleanup()
+
+
+def raise_open_files_limit() -> None:
+    """Open files up to the hard limit: each stream holds two sockets (the client's and the
+    upstream's), and a soft limit of 1024, common, would refuse connections past ~500 streams."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, OPEN_FILES)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def _note(received: asyncio.Future[str], reason: str) -> None:
+    if not received.done():
+        received.set_result(reason)
+
+
+async def _note_when(until: Callable[[], Awaitable[str]], received: asyncio.Future[str]) -> None:
+    _note(received, await until())
+
+
+def cause(exc: BaseException) -> str:
+    """The exception class and its errno or SQLite error name: never its message, which may
+    quote a connection string."""
+    name = type(exc).__name__
+    if isinstance(exc, OSError) and exc.errno:
+        return f"{name} ({os.strerror(exc.errno)})"
+    sqlite3 = sys.modules.get("sqlite3")  # loaded only where a SQLite store is used
+    if (
+        sqlite3 is not None
+        and isinstance(exc, sqlite3.Error)
+        and getattr(exc, "sqlite_errorname", None)
+    ):
+        return f"{name} ({exc.sqlite_errorname})"
+    return name

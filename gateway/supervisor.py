@@ -1,0 +1,378 @@
+"""`gateway serve --workers N`: N worker processes share the port under this supervisor.
+
+The supervisor has reserved the address (bound, never listening: gateway.listen) before it
+starts anything, so a port in use is the same one-line error as with one process. Then it opens
+the audit store once (migrations run here, not N times at once), prepares the shared Responses
+store, starts the workers, and prints `listening on http://HOST:PORT` once every worker accepts.
+Each worker listens on a socket of its own bound to the same port with SO_REUSEPORT; the kernel
+spreads new connections over the listening ones. A worker that dies takes its socket with it
+(connections waiting in its accept queue are reset), and the others keep serving.
+
+Workers are fresh interpreters (`python -m gateway.worker`, `subprocess` with `pass_fds`), not
+forks of this process: uvloop and the threads behind SQLite and asyncpg do not survive a fork;
+prometheus_client chooses its value class when it is imported, so a worker must start with
+PROMETHEUS_MULTIPROC_DIR already set; and a fork would save little memory, as CPython's
+reference counts write to the pages it would share. The settings travel on each worker's
+channel exactly as validated once, so a restarted worker runs what the others run.
+
+- A worker that dies is restarted, at once if it had run for a while, else after a delay that
+  doubles while it keeps dying quickly (RESTART_DELAY_MIN to RESTART_DELAY_MAX). One that fails
+  before it accepts ends the gateway (exit status 1, one line) at the first start, or later once
+  no worker serves and it failed GIVE_UP_AFTER times in a row (`gives_up`). Each death and
+  restart is a log line.
+- SIGTERM, SIGINT and SIGHUP are forwarded to every worker (started with those signals blocked,
+  so one that is still starting stops as soon as it can handle them); each stops as `gateway
+  serve` does, and the supervisor exits 0 once they all exited 0.
+- Workers run in their own process group (a terminal's Ctrl-C reaches the supervisor, which
+  forwards it once) and watch their channel: if the supervisor is killed, they stop gracefully.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from prometheus_client.multiprocess import mark_process_dead
+
+from gateway.audit.store import open_store
+from gateway.listen import worker_sockets
+from gateway.private_dir import PrivateDir
+from gateway.responses_store import open_response_store
+from gateway.serving import STOP_SIGNALS, cause
+from gateway.settings import Settings
+from gateway.workers import WorkerSpec, encode_spec, for_workers
+
+log = logging.getLogger("gateway.supervisor")
+
+RESTART_DELAY_MIN: Final = 0.5
+RESTART_DELAY_MAX: Final = 30.0
+QUICK_DEATH: Final = 10.0  # seconds: a worker that dies sooner after its start died quickly
+GIVE_UP_AFTER: Final = 5  # failed starts in a row with no worker serving, once listening
+MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
+
+
+@dataclass
+class Slot:
+    """One of the N worker places; its process is replaced when it dies."""
+
+    index: int
+    process: asyncio.subprocess.Process | None = None
+    started: float = 0.0
+    ready: bool = False
+    failure: str | None = None  # what the worker said when its app could not start
+    failed_starts: int = 0  # in a row, each before the worker was ready
+    quick_deaths: int = 0  # in a row, each sooner than QUICK_DEATH after its start
+
+
+def supervise(
+    settings: Settings,
+    count: int,
+    reserved: list[socket.socket],
+    shown_host: str,
+    audit_location: str,
+) -> int:
+    """Run `count` workers until a stop signal; the exit status of `gateway serve`."""
+    shared = PrivateDir.create()
+    try:
+        supervisor = Supervisor(
+            for_workers(settings, shared.path), count, reserved, shown_host, audit_location, shared
+        )
+        return asyncio.run(supervisor.run())
+    finally:
+        for sock in reserved:
+            sock.close()
+        shared.leave()  # the workers are gone: this removes the directory
+
+
+class Supervisor:
+    def __init__(
+        self,
+        settings: Settings,
+        count: int,
+        reserved: Sequence[socket.socket],
+        shown_host: str,
+        audit_location: str,
+        shared: PrivateDir,
+        env: Mapping[str, str] = os.environ,
+    ) -> None:
+        self.settings = settings
+        self.slots = [Slot(index) for index in range(1, count + 1)]
+        self._reserved = reserved
+        self._shown_host = shown_host
+        self._audit_location = audit_location
+        self._shared = shared
+        metrics = os.path.join(shared.path, "metrics")
+        self._metrics_dir = metrics
+        self._env = {**_without(env, "prometheus_multiproc_dir"), MULTIPROC_ENV: metrics}
+        self._stopping = asyncio.Event()
+        self._stop_signal: signal.Signals | None = None
+        self._all_ready = asyncio.Event()
+        self._listening = False
+        self._gave_up: str | None = None
+        self._stop_problems: list[str] = []
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, self._stop, sig)
+        problem = await self._open_stores()
+        if problem is not None:
+            print(f"gateway serve: {problem}", file=sys.stderr, flush=True)
+            return 1
+        keepers = [asyncio.create_task(self._keep(slot)) for slot in self.slots]
+        await _first(self._all_ready, self._stopping)
+        if not self._stopping.is_set():
+            self._listening = True
+            port = self._reserved[0].getsockname()[1]
+            print(f"listening on http://{self._shown_host}:{port}", file=sys.stderr, flush=True)
+        await asyncio.gather(*keepers)
+        for problem in filter(None, [self._gave_up, *self._stop_problems]):
+            print(f"gateway serve: {problem}", file=sys.stderr, flush=True)
+        return 1 if self._gave_up or self._stop_problems else 0
+
+    async def _open_stores(self) -> str | None:
+        """Open the audit store once (creating or migrating its schema) and the SQLite Responses
+        store (its schema and owner secret), before any worker: the same failure line as with
+        one process, and no N workers racing to migrate."""
+        try:
+            audit = open_store(self.settings.audit.store)
+            await audit.open()
+            await audit.close()
+        except Exception as exc:
+            return f"cannot open the audit store {self._audit_location}: {cause(exc)}"
+        r = self.settings.responses
+        responses = open_response_store(r.store, r.ttl, r.max_entries, r.max_bytes)
+        try:
+            await responses.open()
+            await responses.close()
+        except Exception as exc:
+            return f"cannot open the responses store {r.store.split(':///')[-1]}: {cause(exc)}"
+        return None
+
+    def _stop(self, sig: signal.Signals, announce: bool = True) -> None:
+        """Forward `sig` to every worker; the first one also stops restarts."""
+        if self._stop_signal is None:
+            self._stop_signal = sig
+            self._stopping.set()
+            if announce:
+                grace = self.settings.server.shutdown_grace
+                fields = {"signal": sig.name, "grace_s": grace, "workers": len(self.slots)}
+                log.info("shutting down", extra=fields)
+        for slot in self.slots:
+            process = slot.process
+            if process is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(sig)
+
+    def _give_up(self, reason: str) -> None:
+        if self._gave_up is None and not self._stopping.is_set():
+            self._gave_up = reason
+            log.error("giving up: stopping every worker", extra={"reason": reason})
+            self._stop(signal.SIGTERM, announce=False)
+
+    async def _keep(self, slot: Slot) -> None:
+        """Keep a worker running in `slot` until the gateway stops; a failure of the supervisor
+        itself stops the gateway rather than leave a slot empty unnoticed."""
+        try:
+            await self._keep_running(slot)
+        except Exception as exc:
+            self._give_up(
+                f"the supervisor failed ({type(exc).__name__}) keeping worker {slot.index}"
+            )
+            raise
+
+    async def _keep_running(self, slot: Slot) -> None:
+        delay = 0.0
+        while not self._stopping.is_set():
+            if delay and await _within(self._stopping, delay):
+                return
+            status = await self._run_worker(slot)
+            if self._stopping.is_set():
+                self._stopped(slot, status)
+                return
+            next_delay = self._after_death(slot, status)
+            if next_delay is None:
+                return
+            delay = next_delay
+
+    async def _run_worker(self, slot: Slot) -> int | None:
+        """Start a worker in `slot` and wait for it to exit: its exit status (negative: the
+        signal that ended it), None when it could not be started at all."""
+        slot.process, slot.ready, slot.failure = None, False, None
+        slot.started = time.monotonic()
+        try:
+            process, reader, writer = await self._spawn(slot)
+        except OSError as exc:
+            slot.failure = f"cannot start a worker: {cause(exc)}"
+            return None
+        slot.process = process
+        if self._stop_signal is not None:  # it came while the worker was being started
+            process.send_signal(self._stop_signal)
+        log.info("worker started", extra={"worker": slot.index, "pid": process.pid})
+        watcher = asyncio.create_task(self._watch(slot, reader))
+        status = await process.wait()
+        with contextlib.suppress(TimeoutError):  # its end closed with it: at end of file
+            await asyncio.wait_for(watcher, timeout=5.0)
+        writer.close()
+        # Its live gauges (in flight, queue depth, circuits) no longer count; counters stay.
+        mark_process_dead(process.pid, self._metrics_dir)  # type: ignore[no-untyped-call]
+        return status
+
+    async def _spawn(
+        self, slot: Slot
+    ) -> tuple[asyncio.subprocess.Process, asyncio.StreamReader, asyncio.StreamWriter]:
+        sockets = worker_sockets(self._reserved)
+        channel, theirs = socket.socketpair()
+        try:
+            spec = WorkerSpec(
+                slot.index,
+                self.settings,
+                tuple(sock.fileno() for sock in sockets),
+                self._audit_location,
+                self._shared.path,
+            )
+            with _blocked(STOP_SIGNALS):  # the mask is inherited through exec
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-P",  # never a `gateway` directory in the working directory: ours
+                    "-m",
+                    "gateway.worker",
+                    str(theirs.fileno()),
+                    stdin=subprocess.DEVNULL,
+                    pass_fds=(theirs.fileno(), *spec.sockets),
+                    env=self._env,
+                    process_group=0,
+                )
+        except BaseException:
+            channel.close()
+            raise
+        finally:
+            theirs.close()
+            for sock in sockets:  # the worker's own now: none stays open here
+                sock.close()
+        reader, writer = await asyncio.open_connection(sock=channel)
+        writer.write(encode_spec(spec))
+        return process, reader, writer
+
+    async def _watch(self, slot: Slot, reader: asyncio.StreamReader) -> None:
+        """What the worker says: `ready` once it accepts, `failed <why>` when it cannot start.
+        A worker killed before it read its spec resets the connection: that ends it too."""
+        with contextlib.suppress(ConnectionError):
+            await self._read_lines(slot, reader)
+
+    async def _read_lines(self, slot: Slot, reader: asyncio.StreamReader) -> None:
+        async for line in reader:
+            if line == b"ready\n":
+                slot.ready = True
+                slot.failed_starts = 0
+                pid = slot.process.pid if slot.process is not None else None
+                log.info("worker ready", extra={"worker": slot.index, "pid": pid})
+                if all(s.ready for s in self.slots):
+                    self._all_ready.set()
+            elif line.startswith(b"failed "):
+                slot.failure = line.removeprefix(b"failed ").decode(errors="replace").strip()
+
+    def _after_death(self, slot: Slot, status: int | None) -> float | None:
+        """Log the death; the delay before the restart, or None when the gateway gives up."""
+        uptime = time.monotonic() - slot.started
+        pid = slot.process.pid if slot.process is not None else None
+        fields: dict[str, object] = {"worker": slot.index, "pid": pid, "uptime_s": round(uptime, 3)}
+        fields["status"] = _status(status)
+        if slot.failure:
+            fields["error"] = slot.failure
+        if not slot.ready:
+            slot.failed_starts += 1
+            why = slot.failure or f"it exited ({_status(status)}) before it was ready"
+            serving = sum(other.ready for other in self.slots)
+            if gives_up(slot.failed_starts, listening=self._listening, serving=serving):
+                if not self._listening:
+                    self._give_up(f"worker {slot.index} could not start: {why}")
+                else:
+                    self._give_up(
+                        f"no worker is serving and worker {slot.index} failed to start "
+                        f"{slot.failed_starts} times in a row (last: {why})"
+                    )
+                return None
+        slot.quick_deaths = slot.quick_deaths + 1 if uptime < QUICK_DEATH else 0
+        delay = restart_delay(slot.quick_deaths)
+        log.warning("worker exited; restarting", extra={**fields, "restart_in_s": delay})
+        return delay
+
+    def _stopped(self, slot: Slot, status: int | None) -> None:
+        """A worker ended after the stop: fine with status 0, or by the stop signal itself
+        before it could handle it; anything else is reported, and the exit status is 1."""
+        clean = status in (0, None) or (
+            self._stop_signal is not None and status == -self._stop_signal
+        )
+        if clean:
+            return
+        pid = slot.process.pid if slot.process is not None else None
+        log.error("worker failed while stopping", extra={"worker": slot.index, "pid": pid})
+        self._stop_problems.append(f"worker {slot.index} exited ({_status(status)}) while stopping")
+
+
+def restart_delay(quick_deaths: int) -> float:
+    """Seconds before a restart: none after a worker that ran a while, then doubling with each
+    quick death in a row, so a worker that crashes at once does not spin the machine."""
+    if quick_deaths <= 0:
+        return 0.0
+    return float(min(RESTART_DELAY_MAX, RESTART_DELAY_MIN * 2 ** (quick_deaths - 1)))
+
+
+def gives_up(failed_starts: int, *, listening: bool, serving: int) -> bool:
+    """Whether a worker that failed to start (`failed_starts` in a row) ends the gateway: at the
+    first start (nothing was served yet: the configuration or the machine is at fault, as with one
+    process), or later once no worker serves and this one failed GIVE_UP_AFTER times. While others
+    serve, it keeps being restarted: a passing outage (the audit database restarting) must not
+    take a serving gateway down."""
+    if not listening:
+        return True
+    return serving == 0 and failed_starts >= GIVE_UP_AFTER
+
+
+def _status(status: int | None) -> str:
+    if status is None:
+        return "not started"
+    if status < 0:
+        with contextlib.suppress(ValueError):
+            return signal.Signals(-status).name
+    return f"status {status}"
+
+
+@contextlib.contextmanager
+def _blocked(signals: Sequence[signal.Signals]) -> Iterator[None]:
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+async def _within(event: asyncio.Event, seconds: float) -> bool:
+    """Whether `event` is set within `seconds`."""
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _first(*events: asyncio.Event) -> None:
+    waits = [asyncio.create_task(event.wait()) for event in events]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for wait in waits:
+        wait.cancel()
+
+
+def _without(env: Mapping[str, str], name: str) -> dict[str, str]:
+    return {key: value for key, value in env.items() if key != name}

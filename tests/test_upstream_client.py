@@ -356,3 +356,42 @@ async def test_tls_upstream_is_verified_against_the_trust_store(tmp_path, transp
         f"cannot connect to upstream 'up' at 127.0.0.1:{port}: TLS handshake failed "
         "(certificate verify failed: self-signed certificate)"
     )
+
+
+def test_several_workers_publish_their_pools_into_the_shared_metrics(tmp_path) -> None:
+    """Two worker processes copy their pools into prometheus_client's multiprocess files; a
+    scrape (any worker's) sums them: gauges over live workers, totals by what changed."""
+    import os
+    import subprocess
+    import sys
+
+    worker = """
+import sys
+from prometheus_client import CollectorRegistry
+from gateway.pool_metrics import PoolPublisher
+from providers.http_pool import PoolStats
+stats = PoolStats(limit=8, open=int(sys.argv[1]), idle=1, waits=2, wait_seconds=0.5)
+publisher = PoolPublisher(lambda: {"up": stats, "mock": None}, CollectorRegistry())
+publisher.publish()
+stats.waits, stats.wait_seconds = 5, 2.0
+publisher.publish()
+"""
+    scrape = """
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+import os
+registry = CollectorRegistry()
+MultiProcessCollector(registry, path=os.environ["PROMETHEUS_MULTIPROC_DIR"])
+print(generate_latest(registry).decode())
+"""
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    for open_connections in ("3", "4"):
+        subprocess.run([sys.executable, "-c", worker, open_connections], env=env, check=True)
+    text = subprocess.run(
+        [sys.executable, "-c", scrape], env=env, check=True, capture_output=True, text=True
+    ).stdout
+    assert 'gateway_upstream_pool_waits_total{provider="up"} 10.0' in text
+    assert 'gateway_upstream_pool_wait_seconds_total{provider="up"} 4.0' in text
+    assert 'gateway_upstream_connections{provider="up",state="open"} 7.0' in text
+    assert 'gateway_upstream_connection_limit{provider="up"} 8.0' in text
+    assert "mock" not in text

@@ -83,8 +83,9 @@ class LoopBatchedHandler(logging.StreamHandler[TextIO]):
     an error is written at once, after the lines waiting before it; so is every line logged
     where no loop runs. `flush` (also run by `logging.shutdown` at exit) writes what waits."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, *, batching: bool = True) -> None:
         super().__init__(stream)
+        self.batching = batching  # False: every line at once
         self._pending: list[str] = []
         self._size = 0
         self._loop: asyncio.AbstractEventLoop | None = None  # whose timer will write them
@@ -98,7 +99,7 @@ class LoopBatchedHandler(logging.StreamHandler[TextIO]):
             return
         self._pending.append(line)
         self._size += len(line)
-        if record.levelno >= logging.WARNING or self._size >= BATCH:
+        if record.levelno >= logging.WARNING or self._size >= BATCH or not self.batching:
             self._write()
             return
         scheduled = self._loop
@@ -156,10 +157,18 @@ def configure(level: int = logging.INFO, always: Mapping[str, Any] | None = None
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    handler = LoopBatchedHandler(sys.stderr)
+    handler = LoopBatchedHandler(sys.stderr, batching=False)
     handler.setFormatter(JsonFormatter(always))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
     # aiohttp's access log would repeat each exchange without the audit fields
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def batch_lines() -> None:
+    """From now on, info lines are written in batches (a serving process, once it listens:
+    before, a line must not come after a plain line printed later, such as `listening on`)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, LoopBatchedHandler):
+            handler.batching = True

@@ -27,6 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway import logs
 from gateway.app import STOP_MARGIN, build_app
 from gateway.edge import make_runner
 from gateway.listen import BACKLOG
@@ -99,6 +100,7 @@ async def run_server(
         ready = serving.on_ready(listeners[0].getsockname()[1])
         if ready is not None:
             await ready
+        logs.batch_lines()
         reason = await received
         fields = {"signal": reason, "grace_s": settings.server.shutdown_grace}
         log.info(serving.stopping, extra={**fields, **serving.log_fields})

@@ -233,6 +233,8 @@ async def test_a_killed_worker_is_restarted_and_the_gateway_keeps_answering(tmp_
     assert all(d.completed for d in [*during, *after]), [d for d in during if not d.completed]
     (death,) = messages(gateway, "worker exited; restarting")
     assert (death["pid"], death["status"]) == (victim, "SIGKILL")
+    ids = {d.request_id for d in after}
+    await until(lambda: ids <= set(served_by(gateway)), "every exchange logged")
     workers_of = served_by(gateway)
     assert {workers_of[d.request_id] for d in after} == {1, 2}, "the new worker serves"
     gateway.signal(signal.SIGTERM)

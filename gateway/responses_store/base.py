@@ -136,6 +136,8 @@ def open_response_store(url: str, ttl: float, max_entries: int, max_bytes: int) 
 
         return SQLiteResponseStore(url.removeprefix("sqlite:///"), ttl)
     if url.startswith(SHARED_MEMORY):  # never from a file: gateway.workers sets it
+        from gateway.responses_store.sqlite import SQLiteResponseStore
+
         bounds = (max_entries, max_bytes)
         return SQLiteResponseStore(url.removeprefix(SHARED_MEMORY), ttl, bounds=bounds)
     raise ValueError('responses.store must be "memory", "off" or a sqlite:/// URL')

@@ -1,5 +1,5 @@
-"""The command line: `gateway serve [--config PATH] [--host H] [--port P]`, `gateway audit` and
-`gateway keys hash|new`."""
+"""The command line: `gateway serve [--config PATH] [--host H] [--port P]`, `gateway audit`,
+`gateway keys hash|new` and `gateway bench`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from gateway import event_loop, logs
 from gateway.access.command import add_keys_parser, main_keys
 from gateway.app import STOP_MARGIN, build_app
 from gateway.audit.command import add_audit_parser, main_audit
+from gateway.bench.command import add_bench_parser, main_bench
 from gateway.edge import make_runner
 from gateway.listen import ListenAddress, listen_failure, open_listeners
 from gateway.settings import ConfigError, Settings, load_settings
@@ -71,6 +72,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     serve.add_argument("--port", type=port_number, help="port to listen on, 0 for any free one")
     add_audit_parser(commands)
     add_keys_parser(commands)
+    add_bench_parser(commands)
     return parser.parse_args(argv)
 
 
@@ -185,4 +187,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return main_audit(args)
     if args.command == "keys":
         return main_keys(args)
+    if args.command == "bench":
+        return main_bench(args)
     return serve(args, os.environ)

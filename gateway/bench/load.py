@@ -1,0 +1,397 @@
+"""The bench's load generator: a process of its own, driven by JSON lines on stdin.
+
+    python -m gateway.bench.load      # one job a line in, one result a line out
+
+Jobs (`op`): `run` a closed loop of `concurrency` keep-alive connections, each sending the next
+request as soon as its answer ended, for `duration` seconds or `max_requests` requests, after
+`warmup` requests whose results are dropped; `hold` opens `count` more streams that stay open
+(idle, after their first byte) until `release` closes them all.
+
+It is written for cheapness, since on a two-core machine it competes with the gateway it
+measures, and at concurrency 1 its own cost is part of every latency: raw `asyncio.Protocol`
+connections on uvloop with httptools parsing the answers, the request bytes encoded once per
+job, per request only a few timestamps. Per request it keeps the latency (request written to
+the answer's last byte), the time to first byte (the first byte of the body), the status and,
+for a stream, whether its terminator arrived (`[DONE]`, `message_stop`, `response.completed`,
+...). During a run it reads the CPU time and RSS of the process trees it is told to `watch`
+(`gateway.bench.procstat`): CPU at the window's two ends, RSS every 100 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import gc
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final, cast
+
+import httptools
+import orjson
+
+from gateway import event_loop
+from gateway.bench import stats
+from gateway.bench.procstat import ProcessTree, raise_open_files_limit
+from gateway.bench.wires import WIRES
+
+SETTLE_S: Final = 0.05  # quiet before and after a window: in-flight background work lands
+RSS_EVERY_S: Final = 0.1
+WATCHDOG_S: Final = 0.2
+CONNECT_BACKOFF_S: Final = 0.01
+OPEN_BATCH: Final = 50  # held streams connected at once (the target's accept backlog)
+Outcome = tuple[int, float, float, bool]  # status, time to first byte, latency, ended
+
+
+class RequestFailed(Exception):
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One job's request, encoded once: the bytes to write and the bytes that end its answer."""
+
+    host: str
+    port: int
+    data: bytes
+    marker: bytes
+    stream: bool
+
+    @classmethod
+    def from_job(cls, job: dict[str, Any]) -> Request:
+        wire = WIRES[job["wire"]]
+        stream = bool(job.get("stream"))
+        body = wire.body(job["model"], stream, int(job.get("history_bytes", 0)))
+        host, port = job["host"], int(job["port"])
+        headers = {**wire.headers, **job.get("headers", {})}
+        lines = [
+            f"POST {job['path']} HTTP/1.1",
+            f"host: {host}:{port}",
+            "content-type: application/json",
+            f"content-length: {len(body)}",
+            *(f"{name}: {value}" for name, value in headers.items()),
+        ]
+        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        return cls(host, port, data, wire.terminator if stream else wire.ended, stream)
+
+
+class Connection(asyncio.Protocol):
+    """One keep-alive connection; one request at a time."""
+
+    def __init__(self, marker: bytes) -> None:
+        self._marker = marker
+        self._keep = max(1, len(marker) - 1)  # bytes kept to find a marker split across reads
+        self._parser = httptools.HttpResponseParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.keep_alive = True
+        self.timed_out = False
+        self.started = 0.0  # when the current request was written; 0 when idle
+        self.finished = False  # a held stream's answer ended (it should not)
+        self._waiter: asyncio.Future[Outcome] | None = None
+        self._first: asyncio.Future[float] | None = None
+        self._status = 0
+        self._ttfb = 0.0
+        self._ended = False
+        self._tail = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._fail("timeout" if self.timed_out else "connection closed")
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError:
+            self._fail("malformed answer")
+            if self.transport is not None:
+                self.transport.abort()
+
+    def send(self, data: bytes) -> asyncio.Future[Outcome]:
+        assert self.transport is not None
+        self._waiter = asyncio.get_running_loop().create_future()
+        self._start(data)
+        return self._waiter
+
+    def open_stream(self, data: bytes) -> asyncio.Future[float]:
+        """Send a request whose answer is expected to stay open; the future is its first byte."""
+        assert self.transport is not None
+        self._first = asyncio.get_running_loop().create_future()
+        self._start(data)
+        return self._first
+
+    def _start(self, data: bytes) -> None:
+        assert self.transport is not None
+        self._status, self._ttfb, self._ended, self._tail = 0, 0.0, False, b""
+        self.started = time.perf_counter()
+        self.transport.write(data)
+
+    def _fail(self, kind: str) -> None:
+        self.started = 0.0
+        for future in (self._waiter, self._first):
+            if future is not None and not future.done():
+                future.set_exception(RequestFailed(kind))
+        self._waiter = self._first = None
+
+    # httptools callbacks
+    def on_headers_complete(self) -> None:
+        self._status = self._parser.get_status_code()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._ttfb:
+            self._ttfb = time.perf_counter()
+            if self._first is not None and not self._first.done():
+                self._first.set_result(self._ttfb - self.started)
+        if not self._ended:
+            window = self._tail + body if self._tail else body
+            if self._marker in window:
+                self._ended = True
+            else:
+                self._tail = window[-self._keep :]
+
+    def on_message_complete(self) -> None:
+        end = time.perf_counter()
+        started, self.started = self.started, 0.0
+        self.keep_alive = self._parser.should_keep_alive()
+        waiter, self._waiter = self._waiter, None
+        if waiter is None:
+            self.finished = True
+            return
+        ttfb = (self._ttfb or end) - started
+        if not waiter.done():
+            waiter.set_result((self._status, ttfb, end - started, self._ended))
+
+
+async def connect(request: Request) -> Connection:
+    loop = asyncio.get_running_loop()
+    _, connection = await loop.create_connection(
+        lambda: Connection(request.marker), request.host, request.port
+    )
+    return connection
+
+
+class ClosedLoop:
+    """`concurrency` connections, each sending its next request when the last one ended."""
+
+    def __init__(self, request: Request, concurrency: int, timeout: float) -> None:
+        self.request = request
+        self.timeout = timeout
+        self.slots: list[Connection | None] = [None] * concurrency
+        self.latencies: list[float] = []
+        self.ttfbs: list[float] = []
+        self.errors: collections.Counter[str] = collections.Counter()
+        self.issued = 0
+
+    async def one(self, slot: int, errors: collections.Counter[str]) -> None:
+        connection = self.slots[slot]
+        if connection is None or connection.closed or not connection.keep_alive:
+            if connection is not None and connection.transport is not None:
+                connection.transport.close()
+            try:
+                connection = self.slots[slot] = await connect(self.request)
+            except OSError:
+                errors["connect failed"] += 1
+                self.slots[slot] = None
+                await asyncio.sleep(CONNECT_BACKOFF_S)
+                return
+        try:
+            status, ttfb, latency, ended = await connection.send(self.request.data)
+        except RequestFailed as exc:
+            errors[exc.kind] += 1
+            self.slots[slot] = None
+            return
+        if status != 200:
+            errors[f"status {status}"] += 1
+        elif not ended:
+            errors["no terminator" if self.request.stream else "unexpected body"] += 1
+        elif errors is self.errors:
+            self.latencies.append(latency)
+            self.ttfbs.append(ttfb)
+
+    async def warm(self, slot: int, count: int, errors: collections.Counter[str]) -> None:
+        for _ in range(count):
+            await self.one(slot, errors)
+
+    async def measure(self, slot: int, deadline: float, cap: int) -> None:
+        while self.issued < cap and time.perf_counter() < deadline:
+            self.issued += 1
+            await self.one(slot, self.errors)
+
+    async def watchdog(self) -> None:
+        while True:
+            await asyncio.sleep(WATCHDOG_S)
+            now = time.perf_counter()
+            for connection in self.slots:
+                if connection is None or connection.transport is None:
+                    continue
+                if connection.started and now - connection.started > self.timeout:
+                    connection.timed_out = True
+                    connection.transport.abort()
+
+    def close(self) -> None:
+        for connection in self.slots:
+            if connection is not None and connection.transport is not None:
+                connection.transport.close()
+
+
+class Watched:
+    """The CPU and peak RSS of the watched process trees over one window."""
+
+    def __init__(self, watch: dict[str, list[int]]) -> None:
+        self.trees = {name: ProcessTree(pids) for name, pids in watch.items() if pids}
+        self.cpu0 = {name: tree.cpu_seconds() for name, tree in self.trees.items()}
+        self.rss0 = {name: tree.rss_bytes() for name, tree in self.trees.items()}
+        self.rss_max = dict(self.rss0)
+
+    async def sample(self) -> None:
+        while True:
+            await asyncio.sleep(RSS_EVERY_S)
+            for name, tree in self.trees.items():
+                self.rss_max[name] = max(self.rss_max[name], tree.rss_bytes())
+
+    def result(self) -> dict[str, Any]:
+        out = {}
+        for name, tree in self.trees.items():
+            rss = tree.rss_bytes()
+            out[name] = {
+                "cpu_s": tree.cpu_seconds() - self.cpu0[name],
+                "rss_start_mb": self.rss0[name] / 2**20,
+                "rss_max_mb": max(self.rss_max[name], rss) / 2**20,
+                "rss_end_mb": rss / 2**20,
+                "processes": len(tree.pids),
+            }
+        return out
+
+
+def milliseconds(values: list[float]) -> list[float]:
+    return sorted(value * 1000 for value in values)
+
+
+async def run_job(state: Held, job: dict[str, Any]) -> dict[str, Any]:
+    request = Request.from_job(job)
+    concurrency = max(1, int(job["concurrency"]))
+    loop = ClosedLoop(request, concurrency, float(job.get("timeout", 30.0)))
+    watchdog = asyncio.create_task(loop.watchdog())
+    warmup_errors: collections.Counter[str] = collections.Counter()
+    per_slot = -(-max(int(job.get("warmup", 0)), concurrency) // concurrency)
+    try:
+        await asyncio.gather(*(loop.warm(i, per_slot, warmup_errors) for i in range(concurrency)))
+        await asyncio.sleep(SETTLE_S)
+        watched = Watched(job.get("watch", {}))
+        sampler = asyncio.create_task(watched.sample())
+        cpu0, start = time.process_time(), time.perf_counter()
+        deadline = start + float(job["duration"])
+        cap = int(job.get("max_requests", 10**9))
+        await asyncio.gather(*(loop.measure(i, deadline, cap) for i in range(concurrency)))
+        elapsed = time.perf_counter() - start
+        own_cpu = time.process_time() - cpu0
+        await asyncio.sleep(SETTLE_S)
+        sampler.cancel()
+        servers = watched.result()
+    finally:
+        watchdog.cancel()
+        loop.close()
+    latencies, ttfbs = milliseconds(loop.latencies), milliseconds(loop.ttfbs)
+    ok = len(latencies)
+    return {
+        "requests": loop.issued,
+        "ok": ok,
+        "errors": dict(loop.errors),
+        "warmup_errors": dict(warmup_errors),
+        "elapsed_s": elapsed,
+        "rps": ok / elapsed if elapsed > 0 else 0.0,
+        "latency_ms": stats.summary(latencies),
+        "ttfb_ms": stats.summary(ttfbs),
+        "latency_quantiles_ms": stats.quantiles(latencies),
+        "loadgen_cpu_s": own_cpu,
+        "servers": servers,
+    }
+
+
+class Held:
+    """The streams `hold` opened, kept across jobs until `release`."""
+
+    def __init__(self) -> None:
+        self.connections: list[Connection] = []
+
+
+async def hold_job(state: Held, job: dict[str, Any]) -> dict[str, Any]:
+    request = Request.from_job({**job, "stream": True})
+    count, timeout = int(job["count"]), float(job.get("timeout", 30.0))
+    failures: collections.Counter[str] = collections.Counter()
+    firsts: list[asyncio.Future[float]] = []
+    for start in range(0, count, OPEN_BATCH):
+        batch = range(start, min(count, start + OPEN_BATCH))
+        results = await asyncio.gather(*(connect(request) for _ in batch), return_exceptions=True)
+        for result in results:
+            if isinstance(result, Connection):
+                state.connections.append(result)
+                firsts.append(result.open_stream(request.data))
+            else:
+                failures["connect failed"] += 1
+    if firsts:
+        await asyncio.wait(firsts, timeout=timeout)
+    first_byte = 0
+    for future in firsts:
+        if not future.done():
+            failures["no first byte"] += 1
+            future.cancel()
+        elif future.exception() is not None:
+            failures[str(future.exception())] += 1
+        else:
+            first_byte += 1
+    ended = sum(1 for connection in state.connections if connection.finished)
+    return {
+        "asked": count,
+        "first_byte": first_byte,
+        "open": sum(1 for c in state.connections if not c.closed and not c.finished),
+        "ended_early": ended,
+        "failures": dict(failures),
+    }
+
+
+async def release_job(state: Held, job: dict[str, Any]) -> dict[str, Any]:
+    released = len(state.connections)
+    for connection in state.connections:
+        if connection.transport is not None:
+            connection.transport.abort()
+    state.connections.clear()
+    await asyncio.sleep(SETTLE_S)
+    return {"released": released}
+
+
+Job = Callable[[Held, dict[str, Any]], Awaitable[dict[str, Any]]]
+JOBS: Final[dict[str, Job]] = {"run": run_job, "hold": hold_job, "release": release_job}
+
+
+async def serve_jobs() -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**20)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    state = Held()
+    while line := await reader.readline():
+        job = orjson.loads(line)
+        try:
+            result = await JOBS[job["op"]](state, job)
+        except Exception as exc:  # reported to the parent, which says what failed
+            result = {"failed": f"{type(exc).__name__}: {exc}"}
+        sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
+        sys.stdout.flush()
+    await release_job(state, {})
+
+
+def main() -> int:
+    raise_open_files_limit()
+    gc.freeze()  # what was imported is never garbage: keep collections short
+    event_loop.run(serve_jobs())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

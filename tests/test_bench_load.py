@@ -61,6 +61,12 @@ def test_a_request_cap_ends_a_run(processes):
     assert result["requests"] == result["ok"] == 7
 
 
+def test_a_run_lasts_until_each_connection_made_its_minimum(processes):
+    upstream, load = processes
+    result = load.job(job(upstream, "openai", "bench", False, duration=0.001, min_requests=40))
+    assert result["ok"] == result["requests"] >= 40
+
+
 def test_a_stream_without_its_terminator_is_an_error(processes):
     upstream, load = processes
     # Chat's stream ends with [DONE], never with Anthropic's message_stop

@@ -3,9 +3,9 @@
     python -m gateway.bench.load      # one job a line in, one result a line out
 
 Jobs (`op`): `run` a closed loop of `concurrency` keep-alive connections, each sending the next
-request as soon as its answer ended, for `duration` seconds or `max_requests` requests, after
-`warmup` requests whose results are dropped; `hold` opens `count` more streams that stay open
-(idle, after their first byte) until `release` closes them all.
+request as soon as its answer ended, for `duration` seconds (and at least `min_requests`) or
+`max_requests` requests, after `warmup` requests whose results are dropped; `hold` opens
+`count` more streams that stay open (idle, after their first byte) until `release` closes them.
 
 It is written for cheapness, since on a two-core machine it competes with the gateway it
 measures, and at concurrency 1 its own cost is part of every latency: raw `asyncio.Protocol`
@@ -14,7 +14,9 @@ job, per request only a few timestamps. Per request it keeps the latency (reques
 the answer's last byte), the time to first byte (the first byte of the body), the status and,
 for a stream, whether its terminator arrived (`[DONE]`, `message_stop`, `response.completed`,
 ...). During a run it reads the CPU time and RSS of the process trees it is told to `watch`
-(`gateway.bench.procstat`): CPU at the window's two ends, RSS every 100 ms.
+(`gateway.bench.procstat`): CPU at the window's two ends, RSS every 100 ms. Those are plain
+synchronous reads inside the loop, on purpose: /proc is generated in memory, a read takes
+microseconds and never waits on a disk.
 """
 
 from __future__ import annotations
@@ -218,8 +220,8 @@ class ClosedLoop:
         for _ in range(count):
             await self.one(slot, errors)
 
-    async def measure(self, slot: int, deadline: float, cap: int) -> None:
-        while self.issued < cap and time.perf_counter() < deadline:
+    async def measure(self, slot: int, deadline: float, floor: int, cap: int) -> None:
+        while self.issued < cap and (self.issued < floor or time.perf_counter() < deadline):
             self.issued += 1
             await self.one(slot, self.errors)
 
@@ -288,7 +290,8 @@ async def run_job(state: Held, job: dict[str, Any]) -> dict[str, Any]:
         cpu0, start = time.process_time(), time.perf_counter()
         deadline = start + float(job["duration"])
         cap = int(job.get("max_requests", 10**9))
-        await asyncio.gather(*(loop.measure(i, deadline, cap) for i in range(concurrency)))
+        floor = min(cap, int(job.get("min_requests", 0)))
+        await asyncio.gather(*(loop.measure(i, deadline, floor, cap) for i in range(concurrency)))
         elapsed = time.perf_counter() - start
         own_cpu = time.process_time() - cpu0
         await asyncio.sleep(SETTLE_S)

@@ -87,6 +87,9 @@ class Plan:
     reps: int = 3
     duration: float = 2.0  # seconds per run (measured window)
     max_requests: int = 200_000  # per run
+    # A run lasts until `duration` passed and each connection made this many requests: a slow
+    # target's window stretches rather than ending with its first answers still in flight.
+    min_requests_per_connection: int = 4
     warmup: int = 50  # requests per run before the window, at least one per connection
     timeout: float = 30.0  # per request
     chunks: int = DEFAULT_CHUNKS

@@ -93,7 +93,8 @@ class Bench:
             "concurrency": load.concurrency,
             "duration": self.plan.duration,
             "max_requests": self.plan.max_requests,
-            "warmup": max(self.plan.warmup, 2 * load.concurrency),
+            "min_requests": self.plan.min_requests_per_connection * load.concurrency,
+            "warmup": max(self.plan.warmup, load.concurrency),
             "timeout": self.plan.timeout,
             "watch": watch,
         }

@@ -22,6 +22,7 @@ as possible, since on a small machine they all compete for the same cores.
     bodies.py         the requests the load generator sends
     wires.py          one row per wire: paths, bodies, answers, terminators
     upstream.py       the fake upstream (python -m gateway.bench.upstream)
+    client.py         its HTTP/1.1 client: raw protocol, httptools
     load.py           the load generator (python -m gateway.bench.load)
     procstat.py       CPU and RSS of process trees; the process behind a port
     targets.py        where load goes, loopback only
@@ -37,5 +38,6 @@ as possible, since on a small machine they all compete for the same cores.
     report.py         tables and JSON
     plot.py           --plot
     progress.py       the progress bar
+    session.py        one session: processes, targets, measurements, the document
     command.py        the command line
 """

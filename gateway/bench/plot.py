@@ -9,6 +9,7 @@ bench starts, rather than after minutes of measuring.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -45,6 +46,7 @@ def plot(document: Mapping[str, Any], path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     cells = document["cells"]
     columns = sorted({(c["format"], c["concurrency"]) for c in cells}, key=column_order)
@@ -67,11 +69,13 @@ def plot(document: Mapping[str, Any], path: str) -> None:
                 percent = [100 * i / (len(curve) - 1) for i in range(len(curve))]
                 axis.plot(curve, percent, label=name)
         axis.set_xscale("log")
+        axis.xaxis.set_major_formatter(FuncFormatter(tick_label))
+        axis.xaxis.set_minor_formatter(FuncFormatter(minor_tick_label))
         axis.set_title(
             f"{MODES[cell['mode']].label}, {FORMATS[cell['format']].label}, c{cell['concurrency']}",
             fontsize=8,
         )
-        axis.tick_params(labelsize=7)
+        axis.tick_params(which="both", labelsize=7)
         axis.grid(True, which="both", alpha=0.3)
     for row in axes:
         row[0].set_ylabel("percentile", fontsize=8)
@@ -82,6 +86,16 @@ def plot(document: Mapping[str, Any], path: str) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def tick_label(value: float, position: int) -> str:
+    return f"{value:g}"
+
+
+def minor_tick_label(value: float, position: int) -> str:
+    """Only 2x, 3x and 5x a power of ten: every minor tick labelled collides on a short span."""
+    mantissa = value / 10 ** math.floor(math.log10(value)) if value > 0 else 0
+    return f"{value:g}" if round(mantissa, 6) in (2.0, 3.0, 5.0) else ""
 
 
 def column_order(column: tuple[str, int]) -> tuple[int, int]:

@@ -81,6 +81,10 @@ def matrix_table(document: Mapping[str, Any]) -> Table:
         reps=plan["reps"], duration=plan["duration"], chunks=plan["chunks"], pace=plan["pace_ms"]
     )
     caption += " Formats (client -> upstream wire): " + format_legend(document["cells"]) + "."
+    machine = document.get("bench", {}).get("machine")
+    if machine:
+        load = ", ".join(f"{v:.1f}" for v in machine["load_average"])
+        caption += f" Machine: {machine['cpus']} CPUs, load average {load} at the start."
     table = Table(
         title="gateway bench",
         caption=caption,

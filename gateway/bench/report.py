@@ -32,7 +32,8 @@ CAPTION: Final = (
     "back to back. CPU: utime+stime of the target's process tree from /proc over the measured "
     "window / requests (for direct: the fake upstream's own). CPU per chunk = (CPU per streamed "
     "request - CPU per non-streamed request, same format and concurrency) / {chunks} chunks, "
-    "per repetition. +p50/+p99/TTFB: target minus direct, per repetition. x gw: this target's "
+    "per repetition. CPU %: the tree's CPU over the window's wall time (100: one core busy). "
+    "+p50/+p99/TTFB: target minus direct, per repetition. x gw: this target's "
     "figure over the gateway's, per repetition. RSS: peak of the process tree, sampled every "
     "100 ms. Paced: one chunk per write, {pace:g} ms apart; burst: the whole stream in one write."
 )
@@ -104,6 +105,7 @@ def matrix_table(document: Mapping[str, Any]) -> Table:
         "+TTFB",
         "CPU ms/req",
         "CPU us/chunk",
+        "CPU %",
         "RSS MB",
         "x gw req/s",
         "x gw CPU",
@@ -128,6 +130,7 @@ def matrix_table(document: Mapping[str, Any]) -> Table:
                 signed(vs.get("added_ttfb_p50_ms")),
                 ms(figures["cpu_ms_per_req"]),
                 micro(cell["cpu_us_per_chunk"].get(name)),
+                count(figures.get("cpu_percent")),
                 ms(figures["rss_max_mb"]),
                 times(gw.get("rps_ratio")),
                 times(gw.get("cpu_ratio")),

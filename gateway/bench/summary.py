@@ -29,12 +29,20 @@ def _server(record: Record) -> Mapping[str, Any]:
     return server
 
 
+def cpu_percent(record: Record) -> float | None:
+    """The share of one core the target's tree used over the window: near 100 for one process,
+    it was CPU-bound; far below while its latency grew, it was waiting for a core (others')."""
+    cpu, elapsed = _server(record).get("cpu_s"), record.get("elapsed_s")
+    return cpu * 100 / elapsed if cpu is not None and elapsed else None
+
+
 FIELDS: Final[Mapping[str, Callable[[Record], float | None]]] = {
     "rps": lambda r: r["rps"] if r["ok"] else None,
     "p50_ms": lambda r: r["latency_ms"]["p50"],
     "p99_ms": lambda r: r["latency_ms"]["p99"],
     "ttfb_p50_ms": lambda r: r["ttfb_ms"]["p50"],
     "cpu_ms_per_req": lambda r: r.get("cpu_ms_per_req"),
+    "cpu_percent": cpu_percent,
     "rss_max_mb": lambda r: _server(r).get("rss_max_mb"),
 }
 

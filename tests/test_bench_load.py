@@ -53,6 +53,7 @@ def test_a_run_against_every_wire(processes, wire, stream):
     assert len(result["latency_quantiles_ms"]) == 101
     server = result["servers"]["server"]
     assert server["processes"] == 1 and server["rss_max_mb"] > 0 and server["cpu_s"] >= 0
+    assert 0 < server["pss_end_mb"] <= server["rss_end_mb"]
 
 
 def test_a_request_cap_ends_a_run(processes):

@@ -210,7 +210,7 @@ def main_bench(args: argparse.Namespace) -> int:
     if args.json:
         report.write_json(document, args.json)
     if not to_stdout:
-        console = Console(width=max(Console().width, 180))
+        console = Console(width=max(Console().width, 200))  # the matrix needs it; wraps else
         for renderable in report.tables(document):
             console.print(renderable)
     if args.plot and "cells" in document:

@@ -130,6 +130,7 @@ class Watched:
                 "rss_start_mb": self.rss0[name] / 2**20,
                 "rss_max_mb": max(self.rss_max[name], rss) / 2**20,
                 "rss_end_mb": rss / 2**20,
+                "pss_end_mb": tree.pss_bytes() / 2**20,
                 "processes": len(tree.pids),
             }
         return out

@@ -35,7 +35,8 @@ CAPTION: Final = (
     "per repetition. CPU %: the tree's CPU over the window's wall time (100: one core busy). "
     "+p50/+p99/TTFB: target minus direct, per repetition. x gw: this target's "
     "figure over the gateway's, per repetition. RSS: peak of the process tree, sampled every "
-    "100 ms. Paced: one chunk per write, {pace:g} ms apart; burst: the whole stream in one write."
+    "100 ms (summed over the tree's processes; the JSON has each run's PSS too). Paced: one "
+    "chunk per write, {pace:g} ms apart; burst: the whole stream in one write."
 )
 
 
@@ -111,7 +112,11 @@ def matrix_table(document: Mapping[str, Any]) -> Table:
         "x gw CPU",
         "errors",
     ):
-        table.add_column(header, justify="left" if header in ("cell", "target") else "right")
+        table.add_column(
+            header,
+            justify="left" if header in ("cell", "target") else "right",
+            no_wrap=header == "cell",
+        )
     for cell in document["cells"]:
         first = True
         for name, figures in cell["targets"].items():

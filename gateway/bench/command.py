@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -184,6 +185,20 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ValueError(f"--upstream-port: not a port: {args.upstream_port}")
 
 
+# Stopped like Ctrl-C, so that every process the bench started is stopped in turn.
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(Exception):
+    def __init__(self, number: signal.Signals) -> None:
+        super().__init__(number.name)
+        self.signal = number
+
+
+def stop_on(number: int, frame: object) -> None:
+    raise Stopped(signal.Signals(number))
+
+
 def main_bench(args: argparse.Namespace) -> int:
     warn = Console(stderr=True)
     try:
@@ -199,14 +214,20 @@ def main_bench(args: argparse.Namespace) -> int:
     to_stdout = args.json == "-"
     quiet = to_stdout or args.no_progress or not warn.is_terminal
     progress: Reporter = Silent() if quiet else Bar(warn)
+    previous = {sig: signal.signal(sig, stop_on) for sig in STOP_SIGNALS}
     try:
         document = execute(args, plan, progress, warn)
     except ChildFailed as exc:
         print(f"gateway bench: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("gateway bench: interrupted; every process it started was stopped", file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, Stopped) as exc:
+        number = exc.signal if isinstance(exc, Stopped) else signal.SIGINT
+        stopped = f"gateway bench: stopped by {number.name}; so is every process it started"
+        print(stopped, file=sys.stderr)
+        return 128 + number
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if args.json:
         report.write_json(document, args.json)
     if not to_stdout:

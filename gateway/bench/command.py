@@ -49,8 +49,8 @@ sends to the fake upstream: `bench-*` to its OpenAI Chat endpoint (<upstream>/v1
 its Anthropic endpoint (<upstream>), `hbench-*` (held streams) like `bench-*`; pin the upstream's
 port with --upstream-port, and see --print-config for the gateway's own configuration of it.
 The scenario is in the model name (`bench-c20-p1`: 20 chunks, paced 1 ms apart), so the other
-gateway must pass the name through (--compare-model 'openai/{model}' rewrites it on the way).
-Only loopback targets are accepted.
+gateway must pass the name through (--compare-model 'openai/{model}' rewrites it on the way);
+config/bench-litellm.yaml does so for LiteLLM proxy. Only loopback targets are accepted.
 """
 
 

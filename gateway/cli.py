@@ -1,5 +1,5 @@
 """The command line: `gateway serve [--config PATH] [--host H] [--port P] [--workers N]`,
-`gateway audit` and `gateway keys hash|new`."""
+`gateway audit`, `gateway keys hash|new` and `gateway bench`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import NoReturn
 from gateway import event_loop, logs
 from gateway.access.command import add_keys_parser
 from gateway.audit.arguments import add_audit_parser
+from gateway.bench.arguments import add_bench_parser
 from gateway.listen import ListenAddress, listen_failure, open_listeners, reserve_address
 from gateway.serving import Serving, StartupFailed, run_server
 from gateway.settings import ConfigError, Settings, load_settings
@@ -77,6 +78,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     add_audit_parser(commands)
     add_keys_parser(commands)
+    add_bench_parser(commands)
     return parser.parse_args(argv)
 
 
@@ -154,4 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gateway.access.command import main_keys
 
         return main_keys(args)
+    if args.command == "bench":
+        from gateway.bench.command import main_bench
+
+        return main_bench(args)
     return serve(args, os.environ)

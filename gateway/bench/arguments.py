@@ -1,0 +1,135 @@
+"""`gateway bench`'s arguments: what `gateway.cli` imports for every command (the measuring
+itself, `gateway.bench.command`, is imported only when `gateway bench` runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any, Final
+
+from gateway.bench.plan import FORMATS, MODES
+
+DESCRIPTION: Final = """\
+Measure what the gateway costs. gateway bench starts a zero-latency fake upstream that speaks
+every wire the gateway does (OpenAI Chat and Responses, Anthropic Messages, Gemini, Bedrock
+Converse), starts the gateway in front of it (audit trail on, its own config in a temporary
+directory), and runs a closed-loop load generator against the upstream directly and through
+the gateway, alternating them within each repetition. It prints medians and ratios per cell
+(non-stream, 20-chunk stream in one burst, 20-chunk stream paced one chunk per write; same-
+format Chat -> OpenAI and cross-format Chat -> Anthropic; concurrency 1, 32, 64): requests/s,
+p50 and p99 latency and what the gateway adds to them, time to first byte, CPU per request and
+per chunk (from /proc), peak RSS, errors; then RSS per idle open stream, and the gateway's
+performance targets as a pass/fail checklist.
+
+  gateway bench                                  # the default matrix, 3 repetitions
+  gateway bench --quick                          # a smoke run of a few seconds
+  gateway bench --compare http://127.0.0.1:4000 --compare-name litellm \\
+      --compare-key-env LITELLM_KEY --upstream-port 18090
+                                                 # another gateway in the same rounds
+  gateway bench --growth                         # CPU growth with stream length, request
+                                                 # size and open streams
+  gateway bench --json out.json --plot out.png   # everything, and the latency CDFs
+
+Another gateway given with --compare (or --gateway-url) must route the model names the bench
+sends to the fake upstream: `bench-*` to its OpenAI Chat endpoint (<upstream>/v1), `xbench-*` to
+its Anthropic endpoint (<upstream>), `hbench-*` (held streams) like `bench-*`; pin the upstream's
+port with --upstream-port, and see --print-config for the gateway's own configuration of it.
+The scenario is in the model name (`bench-c20-p1`: 20 chunks, paced 1 ms apart), so the other
+gateway must pass the name through (--compare-model 'openai/{model}' rewrites it on the way);
+config/bench-litellm.yaml does so for LiteLLM proxy. Only loopback targets are accepted.
+"""
+
+
+def csv_ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of numbers: {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"must be numbers of at least 1: {text!r}")
+    return values
+
+
+def csv_names(known: Sequence[str]) -> Any:
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(part.strip() for part in text.split(",") if part.strip())
+        unknown = [name for name in names if name not in known]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(unknown) or 'empty list'} (known: {', '.join(known)})"
+            )
+        return names
+
+    return parse
+
+
+def positive(kind: type[float] | type[int]) -> Any:
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+        return value
+
+    return parse
+
+
+def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
+    bench: argparse.ArgumentParser = subparsers.add_parser(
+        "bench",
+        help="measure the gateway's cost against a built-in fake upstream (and other gateways)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    what = bench.add_argument_group("what to measure")
+    what.add_argument("--quick", action="store_true", help="a smoke run: c1 and c8, 1 rep, 0.3 s")
+    what.add_argument("--growth", action="store_true", help="the cost-growth series instead")
+    what.add_argument("--reps", type=positive(int), help="repetitions per cell (default 3)")
+    what.add_argument("--duration", type=positive(float), help="seconds per run (default 2)")
+    what.add_argument("--max-requests", type=positive(int), help="cap per run (default 200000)")
+    what.add_argument("--warmup", type=positive(int), help="requests before each run (50)")
+    what.add_argument("--timeout", type=positive(float), help="seconds per request (30)")
+    what.add_argument("--concurrency", type=csv_ints, help="e.g. 1,32,64 (the default)")
+    what.add_argument("--modes", type=csv_names(list(MODES)), help="nonstream,burst,paced")
+    what.add_argument("--formats", type=csv_names(list(FORMATS)), help="same,cross (default)")
+    what.add_argument("--chunks", type=positive(int), help="content chunks per stream (20)")
+    what.add_argument("--pace-ms", type=positive(float), help="ms between paced chunks (1)")
+    what.add_argument(
+        "--idle-streams", type=csv_ints, help="held-stream levels of the idle probe (100,500,1000)"
+    )
+    what.add_argument("--no-idle", action="store_true", help="skip the idle-stream probe")
+    where = bench.add_argument_group("targets")
+    where.add_argument("--gateway-url", help="a gateway already running, instead of starting one")
+    where.add_argument("--gateway-pid", type=int, help="its process (default: found by its port)")
+    where.add_argument(
+        "--workers",
+        type=positive(int),
+        default=1,
+        help="gateway serve --workers for the gateway it starts (default 1: one process)",
+    )
+    where.add_argument("--upstream-port", type=int, default=0, help="the fake upstream's port")
+    where.add_argument("--compare", metavar="URL", help="another gateway, measured alongside")
+    where.add_argument("--compare-name", default="compare", help="its name in the report")
+    where.add_argument(
+        "--compare-model",
+        default="{model}",
+        help="the model it is sent; {model} is the scenario's name (default: {model})",
+    )
+    where.add_argument("--compare-key", help="its key, sent as bearer and x-api-key; never shown")
+    where.add_argument("--compare-key-env", help="the environment variable holding its key")
+    where.add_argument("--compare-pid", type=int, help="its process (default: found by its port)")
+    out = bench.add_argument_group("output")
+    out.add_argument("--json", metavar="FILE", help="everything as JSON; '-' for stdout only")
+    out.add_argument("--plot", metavar="FILE.png", help="latency distributions (needs [bench])")
+    out.add_argument("--no-progress", action="store_true", help="no progress bar")
+    out.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the gateway configuration for --upstream-port and exit",
+    )
+    return bench

@@ -1,0 +1,119 @@
+"""`gateway bench`: from arguments (`gateway.bench.arguments`) to the report.
+
+`main_bench` is what `gateway.cli` runs. Arguments are checked before any process starts (a bad
+one is one line and exit status 2); `gateway.bench.session` does the measuring,
+`gateway.bench.report` the showing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from dataclasses import replace
+from typing import Any, Final
+
+from rich.console import Console
+
+from gateway.bench import gateway_config, plot, report
+from gateway.bench.children import ChildFailed
+from gateway.bench.plan import Plan, preset
+from gateway.bench.progress import Bar, Reporter, Silent
+from gateway.bench.session import compare_key, execute
+from gateway.bench.targets import split_url
+
+
+def plan_of(args: argparse.Namespace) -> Plan:
+    plan = preset(args.quick)
+    changes: dict[str, Any] = {
+        field: getattr(args, field)
+        for field in (
+            "reps",
+            "duration",
+            "max_requests",
+            "warmup",
+            "timeout",
+            "concurrency",
+            "modes",
+            "formats",
+            "chunks",
+        )
+        if getattr(args, field) is not None
+    }
+    if args.pace_ms is not None:
+        changes["pace_ms"] = args.pace_ms
+    if args.idle_streams is not None:
+        changes["idle_levels"] = tuple(sorted(set(args.idle_streams)))
+    if args.no_idle:
+        changes["idle_levels"] = ()
+    return replace(plan, **changes)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """ValueError naming the argument, before any process starts."""
+    for flag, url in (("--gateway-url", args.gateway_url), ("--compare", args.compare)):
+        if url:
+            try:
+                split_url(url)
+            except ValueError as exc:
+                raise ValueError(f"{flag}: {exc}") from None
+    if args.compare and args.compare_name in ("direct", "gateway"):
+        raise ValueError(f"--compare-name: {args.compare_name!r} is taken")
+    if args.plot:
+        plot.require()
+    if args.upstream_port and not 0 < args.upstream_port < 65536:
+        raise ValueError(f"--upstream-port: not a port: {args.upstream_port}")
+
+
+# Stopped like Ctrl-C, so that every process the bench started is stopped in turn.
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(Exception):
+    def __init__(self, number: signal.Signals) -> None:
+        super().__init__(number.name)
+        self.signal = number
+
+
+def stop_on(number: int, frame: object) -> None:
+    raise Stopped(signal.Signals(number))
+
+
+def main_bench(args: argparse.Namespace) -> int:
+    warn = Console(stderr=True)
+    try:
+        plan = plan_of(args)
+        check_arguments(args)
+        compare_key(args)
+    except (ValueError, plot.PlotUnavailable) as exc:
+        print(f"gateway bench: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(gateway_config.render(args.upstream_port or 18080, None), end="")
+        return 0
+    to_stdout = args.json == "-"
+    quiet = to_stdout or args.no_progress or not warn.is_terminal
+    progress: Reporter = Silent() if quiet else Bar(warn)
+    previous = {sig: signal.signal(sig, stop_on) for sig in STOP_SIGNALS}
+    try:
+        document = execute(args, plan, progress, warn)
+    except ChildFailed as exc:
+        print(f"gateway bench: {exc}", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, Stopped) as exc:
+        number = exc.signal if isinstance(exc, Stopped) else signal.SIGINT
+        stopped = f"gateway bench: stopped by {number.name}; so is every process it started"
+        print(stopped, file=sys.stderr)
+        return 128 + number
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if args.json:
+        report.write_json(document, args.json)
+    if not to_stdout:
+        console = Console(width=max(Console().width, 200))  # the matrix needs it; wraps else
+        for renderable in report.tables(document):
+            console.print(renderable)
+    if args.plot and "cells" in document:
+        plot.plot(document, args.plot)
+    return 0

@@ -41,17 +41,31 @@ class JsonFormatter(logging.Formatter):
         self._second = -1
         self._stamp = ""
 
-    def _ts(self, record: logging.LogRecord) -> str:
+    def _ts(self, created: float) -> str:
         """The time to the millisecond; the part to the second is formatted once a second."""
-        second = int(record.created)
+        second = int(created)
         if second != self._second:
             self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
             self._second = second
-        return f"{self._stamp}.{int(record.msecs):03d}Z"
+        return f"{self._stamp}.{int((created - second) * 1000):03d}Z"
+
+    def info_line(self, logger: str, message: str, fields: bytes, created: float) -> str:
+        """An info line with `fields`, a JSON object already encoded: what `format` makes of
+        `logger.info(message, extra={FIELDS: fields})`, without a LogRecord."""
+        head = orjson.dumps(
+            {
+                "ts": self._ts(created),
+                "level": "info",
+                "logger": logger,
+                "message": message,
+                **self._always,
+            }
+        )
+        return (head[:-1] + b"," + fields[1:]).decode() if len(fields) > 2 else head.decode()
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
-            "ts": self._ts(record),
+            "ts": self._ts(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -97,9 +111,21 @@ class LoopBatchedHandler(logging.StreamHandler[TextIO]):
         except Exception:
             self.handleError(record)
             return
+        self._add(line, at_once=record.levelno >= logging.WARNING)
+
+    def info(self, logger: str, message: str, fields: bytes) -> None:
+        """`logging.getLogger(logger).info(message, extra={FIELDS: fields})`, the same line,
+        without the LogRecord and the logger's walk to this handler (`info_fields`)."""
+        formatter = self.formatter
+        assert isinstance(formatter, JsonFormatter)
+        line = formatter.info_line(logger, message, fields, time.time())
+        with self.lock or _NO_LOCK:
+            self._add(line, at_once=False)
+
+    def _add(self, line: str, *, at_once: bool) -> None:
         self._pending.append(line)
         self._size += len(line)
-        if record.levelno >= logging.WARNING or self._size >= BATCH or not self.batching:
+        if at_once or self._size >= BATCH or not self.batching:
             self._write()
             return
         scheduled = self._loop
@@ -172,3 +198,26 @@ def batch_lines() -> None:
     for handler in logging.getLogger().handlers:
         if isinstance(handler, LoopBatchedHandler):
             handler.batching = True
+
+
+def info_fields(logger: logging.Logger, message: str, fields: bytes) -> None:
+    """`logger.info(message, extra={FIELDS: fields})`: the exchange's line, every exchange. When
+    the only handler is the root's LoopBatchedHandler with a JsonFormatter (`configure`), the
+    line goes to it directly; else (a test capturing logs, another setup) through logging."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    handlers = logging.root.handlers
+    handler = handlers[0] if len(handlers) == 1 else None
+    if (
+        type(handler) is LoopBatchedHandler
+        and type(handler.formatter) is JsonFormatter
+        and logger.propagate
+        and not logger.handlers
+        and logger.parent is logging.root
+        and not logger.filters
+        and not logging.root.filters
+        and not handler.filters
+    ):
+        handler.info(logger.name, message, fields)
+        return
+    logger.info(message, extra={FIELDS: fields})

@@ -96,4 +96,4 @@ class ExchangeObserver:
                 },
             )
         if log.isEnabledFor(logging.INFO):
-            log.info("exchange", extra={logs.FIELDS: record.log_json()})
+            logs.info_fields(log, "exchange", record.log_json())

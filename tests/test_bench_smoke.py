@@ -35,8 +35,16 @@ def other_gateway(tmp_path: Path) -> Iterator[tuple[int, int, subprocess.Popen[b
     log = open(tmp_path / "other.log", "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
         # One process: the one --compare finds behind the port is then this one.
-        [*GATEWAY, "serve", "--config", str(tmp_path / "other.toml"), "--port", str(port)]
-        + ["--workers", "1"],
+        [
+            *GATEWAY,
+            "serve",
+            "--config",
+            str(tmp_path / "other.toml"),
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
         stdout=log,
         stderr=log,
         env={**os.environ, **BEDROCK_ENV},

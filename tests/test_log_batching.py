@@ -84,3 +84,40 @@ async def test_flush_writes_what_waits(logged) -> None:
     logger.info("waiting")
     logger.handlers[0].flush()
     assert messages(stream) == ["waiting"]
+
+
+def test_info_fields_writes_the_line_logging_would(logged) -> None:
+    logger, stream = logged
+    logger.propagate = True  # the root's handler, as `configure` sets it up
+    logger.handlers[:] = []
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    handler = logs.LoopBatchedHandler(stream, batching=False)
+    handler.setFormatter(logs.JsonFormatter({"worker": 2}))
+    root.handlers[:] = [handler]
+    try:
+        logs.info_fields(logger, "exchange", b'{"id":"r1","n":1}')
+        logger.info("exchange", extra={logs.FIELDS: b'{"id":"r1","n":1}'})
+    finally:
+        root.handlers[:] = saved
+    direct, through_logging = (orjson.loads(line) for line in stream.getvalue().splitlines())
+    assert direct.pop("ts")[:19] == through_logging.pop("ts")[:19]
+    assert (
+        direct
+        == through_logging
+        == {
+            "level": "info",
+            "logger": "test.batching",
+            "message": "exchange",
+            "worker": 2,
+            "id": "r1",
+            "n": 1,
+        }
+    )
+
+
+def test_info_fields_goes_through_logging_when_others_listen(caplog) -> None:
+    caplog.set_level(logging.INFO)
+    logs.info_fields(logging.getLogger("test.captured"), "exchange", b'{"id":"r2"}')
+    (record,) = [r for r in caplog.records if r.name == "test.captured"]
+    assert vars(record)[logs.FIELDS] == b'{"id":"r2"}'

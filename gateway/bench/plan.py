@@ -61,7 +61,6 @@ FORMATS: Final[Mapping[str, Format]] = {
 # Held streams go through routes of their own (`hbench-*`), spread over several providers so
 # that a provider's connection pool does not cap how many can be open at once.
 HOLD: Final = Format("hold", "openai", "openai", "hbench", "held stream")
-HOLD_SHARDS: Final = 8
 
 
 @dataclass(frozen=True, slots=True)

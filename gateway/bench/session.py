@@ -69,7 +69,8 @@ def execute(args: argparse.Namespace, plan: Plan, progress: Reporter, warn: Cons
             gateway = Target.from_url("gateway", "gateway", args.gateway_url, pids)
         else:
             config, log = Path(tmp, "gateway.toml"), Path(tmp, "gateway.log")
-            config.write_text(gateway_config.render(upstream.port, Path(tmp, "audit.db")))
+            audit = Path(tmp, "audit.db")
+            config.write_text(gateway_config.render(upstream.port, audit, formats=plan.formats))
             env = gateway_config.gateway_env(os.environ)
             child = children.gateway(config, log, env, free_port(), args.workers)
             gateway = Target.from_url("gateway", "gateway", child.url, (child.pid,))

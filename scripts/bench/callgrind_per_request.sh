@@ -22,7 +22,7 @@ count() {
   sed "s#^port = 8080#port = $port#" "$repo/config/bench.toml" > "$work/bench.toml"
   printf '\n[audit]\nstore = "sqlite:///%s"\n' "$work/audit-$1.db" >> "$work/bench.toml"
   (cd "$repo" && exec env PYTHONHASHSEED=0 XDG_DATA_HOME="$work" valgrind --tool=callgrind \
-     --callgrind-out-file="$work/cg-$1.out" "$py" -m gateway serve --config "$work/bench.toml") \
+     --callgrind-out-file="$work/cg-$1.out" "$py" -m gateway serve --workers 1 --config "$work/bench.toml") \
      > "$work/gateway-$1.log" 2>&1 &
   gw=$!
   for _ in $(seq 600); do grep -q "listening on" "$work/gateway-$1.log" && break; sleep 0.5; done

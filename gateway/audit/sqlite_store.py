@@ -55,14 +55,12 @@ _ROW_VALUES = f"({', '.join('?' for _ in COLUMNS)})"
 _INSERT_INTO = f"INSERT OR IGNORE INTO {TABLE} ({', '.join(COLUMNS)}) VALUES "
 # Rows per INSERT statement. One statement for many rows is one step of SQLite, so the writer
 # thread gives up and takes back the GIL once per statement instead of once per row (the
-# event loop holds it most of the time); at most this many statement texts exist, each
-# prepared once (sqlite3's statement cache), and 32 rows stay far below SQLite's 32766
-# parameters.
-_ROWS_PER_INSERT: Final = 32
-
-
-def _insert(rows: int) -> str:
-    return _INSERT_INTO + ",".join([_ROW_VALUES] * rows)
+# event loop holds it most of the time). Only two statements are ever prepared, this many rows
+# and one (for what is left of a batch): a prepared statement of n rows holds n * 39 bound
+# values and their opcodes (~3.5 KiB a row), and one per batch size would keep megabytes.
+_ROWS_PER_INSERT: Final = 16
+_INSERT_ONE: Final = _INSERT_INTO + _ROW_VALUES
+_INSERT_MANY: Final = _INSERT_INTO + ",".join([_ROW_VALUES] * _ROWS_PER_INSERT)
 
 
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM {TABLE}"
@@ -195,9 +193,12 @@ class SQLiteStore:
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             try:
-                for start in range(0, len(rows), _ROWS_PER_INSERT):
+                whole = len(rows) - len(rows) % _ROWS_PER_INSERT
+                for start in range(0, whole, _ROWS_PER_INSERT):
                     part = rows[start : start + _ROWS_PER_INSERT]
-                    self._conn.execute(_insert(len(part)), [v for row in part for v in row])
+                    self._conn.execute(_INSERT_MANY, [v for row in part for v in row])
+                if whole < len(rows):
+                    self._conn.executemany(_INSERT_ONE, rows[whole:])
             except _REFUSED as exc:
                 raise RecordRejected(f"SQLite refused a record ({type(exc).__name__})") from exc
             self._conn.execute("COMMIT")

@@ -37,6 +37,7 @@ log = logging.getLogger("gateway.cli")
 
 # SIGHUP stops too: a closed terminal sends it, and the audit trail must still be flushed.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+GC_YOUNG = 10_000  # allocations between two young collections (the default: 700)
 OPEN_FILES = 65536  # the soft limit of open files asked for, within the hard limit
 
 
@@ -93,8 +94,13 @@ async def run_server(
                 f"cannot open the audit store {audit_location}: {cause(exc)}"
             ) from exc
         # What start-up made (modules, settings, the app) lives as long as the process: out of
-        # the collector's sight, a full collection no longer walks it again and again.
+        # the collector's sight, a full collection no longer walks it again and again. And an
+        # exchange allocates hundreds of containers, nearly all freed by their reference
+        # counts: with the default threshold (700) a young collection ran about every 30
+        # exchanges, 11 us of CPU per exchange in all (gc.callbacks, 20,000 exchanges); at
+        # 10,000 it is about 1 us. Only cyclic garbage waits longer for its collection.
         gc.freeze()
+        gc.set_threshold(GC_YOUNG, 20, 20)
         for sock in listeners:
             await web.SockSite(runner, sock, backlog=BACKLOG).start()
         ready = serving.on_ready(listeners[0].getsockname()[1])

@@ -25,11 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
-
 from gateway import logs
-from gateway.app import STOP_MARGIN, build_app
-from gateway.edge import make_runner
 from gateway.listen import BACKLOG
 from gateway.settings import Settings
 
@@ -68,6 +64,13 @@ async def run_server(
     accepting, let in-flight exchanges finish within the grace period, flush the audit trail
     (the app's cleanup), and return. StartupFailed when the application cannot start (its audit
     store did not open). `listeners` may be bound without listening: the server listens."""
+    # The app is imported here, not with this module: a supervisor (gateway.supervisor) reads
+    # this module's signals and causes and never serves, and so never carries the app.
+    from aiohttp import web
+
+    from gateway.app import STOP_MARGIN, build_app
+    from gateway.edge import make_runner
+
     raise_open_files_limit()
     loop = asyncio.get_running_loop()
     received: asyncio.Future[str] = loop.create_future()

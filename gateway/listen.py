@@ -18,8 +18,10 @@ same port with SO_REUSEPORT:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import resource
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +51,18 @@ class ListenAddress:
 # must not find a full queue (a refused SYN is retried a second later: a hidden queue). The
 # kernel caps it at net.core.somaxconn.
 BACKLOG: Final = 4096
+OPEN_FILES: Final = 65536  # the soft limit of open files asked for, within the hard limit
+
+
+def raise_open_files_limit() -> None:
+    """Open files up to the hard limit (at most OPEN_FILES): each stream holds two sockets (the
+    client's and the upstream's), and a soft limit of 1024, common, would refuse connections
+    past ~500 streams. The bench's processes (a thousand held streams) ask for it too."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, OPEN_FILES)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 def open_listeners(host: str, port: int, backlog: int = BACKLOG) -> list[socket.socket]:

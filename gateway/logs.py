@@ -99,6 +99,8 @@ class LoopBatchedHandler(logging.StreamHandler[TextIO]):
 
     def __init__(self, stream: TextIO, *, batching: bool = True) -> None:
         super().__init__(stream)
+        assert self.lock is not None  # logging.Handler made it
+        self._guard = self.lock  # what logging.Handler.handle holds around emit
         self.batching = batching  # False: every line at once
         self._pending: list[str] = []
         self._size = 0
@@ -119,7 +121,7 @@ class LoopBatchedHandler(logging.StreamHandler[TextIO]):
         formatter = self.formatter
         assert isinstance(formatter, JsonFormatter)
         line = formatter.info_line(logger, message, fields, time.time())
-        with self.lock or _NO_LOCK:
+        with self._guard:
             self._add(line, at_once=False)
 
     def _add(self, line: str, *, at_once: bool) -> None:
@@ -140,12 +142,12 @@ class LoopBatchedHandler(logging.StreamHandler[TextIO]):
         self._loop = loop
 
     def _flush_scheduled(self) -> None:
-        with self.lock or _NO_LOCK:
+        with self._guard:
             self._loop = None
             self._write()
 
     def flush(self) -> None:
-        with self.lock or _NO_LOCK:
+        with self._guard:
             self._write()
 
     def _write(self) -> None:
@@ -163,15 +165,6 @@ class LoopBatchedHandler(logging.StreamHandler[TextIO]):
             pass
 
 
-class _NoLock:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *args: object) -> None:
-        return None
-
-
-_NO_LOCK = _NoLock()
 LINGER: Final = 0.05  # seconds an info line may wait to be written with others
 BATCH: Final = 65536  # characters waiting that are written at once
 

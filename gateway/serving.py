@@ -13,11 +13,9 @@ the audit trail (the app's cleanup) and return.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import os
-import resource
 import signal
 import socket
 import sys
@@ -26,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway import logs
-from gateway.listen import BACKLOG
+from gateway.listen import BACKLOG, raise_open_files_limit
 from gateway.settings import Settings
 
 log = logging.getLogger("gateway.cli")
@@ -34,7 +32,6 @@ log = logging.getLogger("gateway.cli")
 # SIGHUP stops too: a closed terminal sends it, and the audit trail must still be flushed.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GC_YOUNG = 10_000  # allocations between two young collections (the default: 700)
-OPEN_FILES = 65536  # the soft limit of open files asked for, within the hard limit
 
 
 class StartupFailed(Exception):
@@ -117,16 +114,6 @@ async def run_server(
         if watcher is not None:
             watcher.cancel()
         await runner.cleanup()
-
-
-def raise_open_files_limit() -> None:
-    """Open files up to the hard limit: each stream holds two sockets (the client's and the
-    upstream's), and a soft limit of 1024, common, would refuse connections past ~500 streams."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, OPEN_FILES)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 def _note(received: asyncio.Future[str], reason: str) -> None:

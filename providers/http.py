@@ -67,7 +67,7 @@ DEFAULT_TIMEOUTS: Final = Timeouts()
 USER_AGENT: Final = "llm-gateway"
 DEFAULT_ACCEPT: Final = "*/*"
 ACCEPT_ENCODING: Final = "gzip, deflate"  # what http_conn inflates
-_DEFAULTED: Final = frozenset({"host", "user-agent", "accept", "accept-encoding"})
+_DEFAULTED: Final = frozenset({"host", "user-agent", "accept", "accept-encoding", "authorization"})
 _TARGETS_KEPT: Final = 1024  # distinct URLs whose parsed form is kept
 
 
@@ -120,7 +120,7 @@ def _head(target: _Target, headers: Mapping[str, str], length: int) -> bytes:
         parts.append(f"Accept: {DEFAULT_ACCEPT}\r\n")
     if "accept-encoding" not in given:
         parts.append(f"Accept-Encoding: {ACCEPT_ENCODING}\r\n")
-    if target.authorization is not None and "authorization" not in {n.lower() for n in headers}:
+    if target.authorization is not None and "authorization" not in given:
         parts.append(f"Authorization: {target.authorization}\r\n")
     parts.append(f"Content-Length: {length}\r\n\r\n")
     return "".join(parts).encode()

@@ -48,11 +48,8 @@ def chat_body(model: str, stream: bool, history_bytes: int = 0) -> bytes:
 
 
 def anthropic_body(model: str, stream: bool, history_bytes: int = 0) -> bytes:
-    messages = [{"role": role, "content": text} for role, text in turns(history_bytes)]
-    body: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "messages": messages}
-    if stream:
-        body["stream"] = True
-    return orjson.dumps(body)
+    """A Messages body: the Chat body's fields (model, messages, max_tokens, stream) are its."""
+    return chat_body(model, stream, history_bytes)
 
 
 def responses_body(model: str, stream: bool, history_bytes: int = 0) -> bytes:

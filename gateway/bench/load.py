@@ -34,7 +34,8 @@ import orjson
 from gateway import event_loop
 from gateway.bench import stats
 from gateway.bench.client import Connection, Request, RequestFailed, connect
-from gateway.bench.procstat import ProcessTree, raise_open_files_limit
+from gateway.bench.procstat import ProcessTree
+from gateway.listen import raise_open_files_limit
 
 SETTLE_S: Final = 0.05  # quiet before and after a window: in-flight background work lands
 RSS_EVERY_S: Final = 0.1

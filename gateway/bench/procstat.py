@@ -21,7 +21,6 @@ PSS (`/proc/<pid>/smaps_rollup`) splits them, and is what a tree of workers real
 from __future__ import annotations
 
 import os
-import resource
 from collections.abc import Iterable
 from typing import Final
 
@@ -157,11 +156,3 @@ def parent(pid: int) -> int:
             return int(file.read().rpartition(b")")[2].split()[1])
     except (OSError, IndexError, ValueError):
         return 0
-
-
-def raise_open_files_limit() -> None:
-    """Up to the hard limit, for this process and those it starts: a thousand held streams are
-    a thousand sockets in the load generator, and two thousand in a gateway."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

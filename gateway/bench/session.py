@@ -27,11 +27,12 @@ from gateway.bench import gateway_config, goals, growth
 from gateway.bench.children import Children, free_port
 from gateway.bench.gateway_log import GatewayLog
 from gateway.bench.plan import Plan
-from gateway.bench.procstat import listening_pids, raise_open_files_limit
+from gateway.bench.procstat import listening_pids
 from gateway.bench.progress import Reporter
 from gateway.bench.run import Bench
 from gateway.bench.summary import summarize
 from gateway.bench.targets import Target, split_url
+from gateway.listen import raise_open_files_limit
 
 
 def compare_key(args: argparse.Namespace) -> str | None:

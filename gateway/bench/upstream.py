@@ -30,10 +30,10 @@ import httptools
 import orjson
 
 from gateway import event_loop
-from gateway.bench.procstat import raise_open_files_limit
 from gateway.bench.scenario import Scenario
 from gateway.bench.targets import require_loopback_host
 from gateway.bench.wires import JSON, Wire, wire_of_path
+from gateway.listen import raise_open_files_limit
 
 MAX_ANSWERS: Final = 1024  # distinct (wire, model, stream) kept; more start the cache afresh
 STATS_PATH: Final = "/_bench/stats"

@@ -366,9 +366,7 @@ async def _attempts(
             entry = attempt_entry(
                 target.provider_name, target.upstream_model, ANSWERED, duration, response.status
             )
-            if exchange.pool_wait:
-                entry["pool_wait_ms"] = round(exchange.pool_wait * 1000, 3)
-            record.attempts.append(entry)
+            record.attempts.append(_with_pool_wait(entry, exchange.pool_wait))
             circuits.succeeded(key)
         return response
 
@@ -383,9 +381,14 @@ def _note(
     """The attempt's entry; `pool_wait`: seconds it waited for an upstream connection."""
     duration = time.monotonic() - started
     entry = outcome.entry(target.provider_name, target.upstream_model, duration)
+    record.attempts.append(_with_pool_wait(entry, pool_wait))
+
+
+def _with_pool_wait(entry: dict[str, Any], pool_wait: float) -> dict[str, Any]:
+    """`entry` with the milliseconds its attempt waited for an upstream connection, if any."""
     if pool_wait:
         entry["pool_wait_ms"] = round(pool_wait * 1000, 3)
-    record.attempts.append(entry)
+    return entry
 
 
 async def _attempt(

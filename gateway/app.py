@@ -25,7 +25,7 @@ from gateway.client_formats import (
     ClientFormat,
     detect,
 )
-from gateway.edge import HTTP_LIMITS, HttpLimits
+from gateway.edge import HTTP_LIMITS, LEAN_POSTS, HttpLimits
 from gateway.errors import GatewayError, NotFound, UpgradeRequired
 from gateway.handlers import count_tokens, embeddings, meta
 from gateway.handlers.exchange import Endpoint, Gateway, serve
@@ -166,6 +166,7 @@ def build_app(
     limits = settings.limits
     app = web.Application(client_max_size=limits.max_body_bytes, middlewares=[unexpected_errors])
     app[HTTP_LIMITS] = HttpLimits(limits.max_header_bytes, limits.max_headers)
+    app[LEAN_POSTS] = True  # the endpoints' handlers read only what LeanRequest offers
     providers = {name: build_provider(name, cfg, env) for name, cfg in settings.providers.items()}
     metrics = GatewayMetrics(limits.metric_models, multiprocess_dir=metrics_dir)
     publish_pools = metrics.watch_pools(

@@ -58,6 +58,7 @@ from gateway.errors import (
     RequestTooLarge,
 )
 from gateway.handlers.responses import new_request_id
+from gateway.lean_http import Handler, LeanConnection, lean_routes
 
 log = logging.getLogger("gateway.edge")
 
@@ -78,6 +79,9 @@ class HttpLimits:
 
 
 HTTP_LIMITS = web.AppKey("http_limits", HttpLimits)
+# Set on an app whose plain POST handlers use only what `gateway.lean_http.LeanRequest` offers:
+# its runner serves them on the lean path. Other apps (the tests' upstreams) stay on aiohttp's.
+LEAN_POSTS = web.AppKey("lean_posts", bool)
 
 
 # --- request bodies -----------------------------------------------------------------------------
@@ -249,24 +253,49 @@ def _format(path: str, headers: Mapping[str, str]) -> ClientFormat:
 
 
 class EdgeServer(web.Server):
-    """aiohttp's low-level server, making `EdgeRequestHandler` connections."""
+    """aiohttp's low-level server, whose connections start on the lean path
+    (`gateway.lean_http`) and move to an `EdgeRequestHandler` at their first request that is not
+    lean; without lean routes they are `EdgeRequestHandler`s from the start."""
 
-    def __call__(self) -> EdgeRequestHandler:
+    lean_routes: Mapping[str, Handler] = {}
+    # (max_field_size, max_headers, client_max_size): what a lean request's head must keep within
+    lean_limits: tuple[int, int, int] = (8190, 128, 1024**2)
+
+    @property
+    def handler_kwargs(self) -> Mapping[str, Any]:
+        return self._kwargs
+
+    def aiohttp_handler(self) -> EdgeRequestHandler:
         return EdgeRequestHandler(self, loop=self._loop, **self._kwargs)
+
+    def __call__(self) -> asyncio.Protocol:  # type: ignore[override]
+        if self.lean_routes:
+            return LeanConnection(self, self.lean_routes)
+        return self.aiohttp_handler()
 
 
 class EdgeRunner(web.AppRunner):
-    """An AppRunner whose server answers in the client's format what aiohttp refuses."""
+    """An AppRunner whose server answers in the client's format what aiohttp refuses, and serves
+    the app's plain POST routes on the lean path."""
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
-        return EdgeServer(
+        edge = EdgeServer(
             server.request_handler,
             request_factory=server.request_factory,
             handler_cancellation=server.handler_cancellation,
             loop=asyncio.get_running_loop(),
             **server._kwargs,
         )
+        kwargs = server._kwargs
+        if self.app.get(LEAN_POSTS):
+            edge.lean_routes = lean_routes(self.app)
+        edge.lean_limits = (
+            min(kwargs.get("max_field_size", 8190), kwargs.get("max_line_size", 8190)),
+            kwargs.get("max_headers", 128),
+            self.app._client_max_size,
+        )
+        return edge
 
 
 def make_runner(app: web.Application, **kwargs: Any) -> web.AppRunner:

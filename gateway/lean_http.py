@@ -1,0 +1,446 @@
+"""The exchanges' own HTTP/1.1 path: the common POST served without aiohttp's request machinery.
+
+aiohttp's server costs more CPU per request than the rest of a proxied request's HTTP work: a
+bare proxy (one POST route relaying to the bench's upstream with `providers.http`) took 0.13-0.14
+ms of CPU per request at concurrency 32 on aiohttp's server and 0.06-0.08 ms on a protocol over
+httptools; 0.26-0.28 and 0.15-0.17 ms at concurrency 1, and ~0.1 ms less latency. Its request
+parsing (a URL object, a stream reader per body), a task to start and join per request, the
+request and response objects and their header preparation make the difference.
+
+Every connection starts on a `LeanConnection`. A request whose head is the common kind is served
+here: POST, HTTP/1.1, a path that is one of the app's plain POST routes (a query string is
+allowed, percent-escapes are not), a Content-Length body within the app's `client_max_size`, no
+Content-Encoding, Transfer-Encoding, Expect or Upgrade field, within the parser limits. Its head
+is parsed with httptools, its handler (wrapped in the app's middlewares, as aiohttp would) gets a
+`LeanRequest`, and a whole `web.Response` goes out in one write; a streamed `web.StreamResponse`
+writes through aiohttp's own StreamWriter.
+
+The first request that is anything else hands the connection, from that request's first byte
+on, to aiohttp's `EdgeRequestHandler` for good (gateway.edge): a refused head, a compressed or
+chunked body, a GET, an upgrade get aiohttp's behaviour and the edge's error formats, unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import traceback
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, cast
+
+import httptools
+from aiohttp import hdrs, web
+from aiohttp.base_protocol import BaseProtocol
+from aiohttp.helpers import rfc822_formatted_time
+from aiohttp.http import SERVER_SOFTWARE, HttpVersion11
+from aiohttp.http_writer import StreamWriter, _serialize_headers
+from aiohttp.tcp_helpers import tcp_keepalive
+from multidict import CIMultiDict, CIMultiDictProxy
+
+if TYPE_CHECKING:
+    from gateway.edge import EdgeServer
+
+log = logging.getLogger("gateway.edge")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# A head longer than this is not looked for here: aiohttp gets the connection (its limits apply).
+HEAD_LIMIT = 32 * 1024
+# Bytes a client may send ahead (pipelined) while a request is served, before reading pauses.
+AHEAD_LIMIT = 1024 * 1024
+# Fields that take a request off this path: aiohttp decodes, de-chunks, answers 100-continue.
+_OFF_PATH = frozenset((b"content-encoding", b"transfer-encoding", b"expect", b"upgrade"))
+_KEEPALIVE_TIMEOUT = 3630.0  # aiohttp's RequestHandler default
+
+
+def lean_routes(app: web.Application) -> dict[str, Handler]:
+    """The app's plain (no variable part) POST routes, each wrapped in the app's middlewares in
+    aiohttp's order (the first listed is the outermost)."""
+    routes: dict[str, Handler] = {}
+    for resource in app.router.resources():
+        if not isinstance(resource, web.PlainResource):
+            continue
+        for route in resource:
+            if route.method != hdrs.METH_POST:
+                continue
+            handler: Handler = route.handler
+            for middleware in reversed(app.middlewares):
+                handler = functools.partial(middleware, handler=handler)
+            routes[resource.canonical] = handler
+    return routes
+
+
+class LeanRequest:
+    """The part of aiohttp's `web.Request` the app's POST endpoints and aiohttp's
+    `StreamResponse.prepare` use, for a request whose whole body is already read."""
+
+    __slots__ = (
+        "_body",
+        "_protocol",
+        "_writer",
+        "client_max_size",
+        "content_length",
+        "headers",
+        "keep_alive",
+        "path",
+    )
+
+    method = hdrs.METH_POST
+    version = HttpVersion11
+
+    def __init__(
+        self,
+        protocol: LeanConnection,
+        path: str,
+        headers: CIMultiDictProxy[str],
+        body: bytes,
+        keep_alive: bool,
+        client_max_size: int,
+    ) -> None:
+        self._protocol = protocol
+        self._body = body
+        self._writer: StreamWriter | None = None
+        self.path = path
+        self.headers = headers
+        self.keep_alive = keep_alive
+        self.content_length = len(body)
+        self.client_max_size = client_max_size
+
+    @property
+    def body_exists(self) -> bool:
+        return bool(self._body)
+
+    @property
+    def transport(self) -> asyncio.Transport | None:
+        return self._protocol.transport
+
+    @property
+    def match_info(self) -> Mapping[str, str]:
+        return {}
+
+    async def read(self) -> bytes:
+        return self._body
+
+    @property
+    def _payload_writer(self) -> StreamWriter:
+        """aiohttp's writer, for a response that is streamed (StreamResponse.prepare)."""
+        if self._writer is None:
+            self._writer = StreamWriter(self._protocol, self._protocol._loop)
+        return self._writer
+
+    async def _prepare_hook(self, response: web.StreamResponse) -> None:
+        """StreamResponse.prepare's hook: the app has no on_response_prepare signal."""
+
+
+class _Head:
+    """httptools' callbacks for one request head: whether it stays on this path, and what the
+    handler needs of it."""
+
+    __slots__ = ("fields", "lean", "length", "limit", "max_field", "max_headers", "url")
+
+    def __init__(self, max_field: int, max_headers: int, limit: int) -> None:
+        self.fields: list[tuple[str, str]] = []
+        self.url = b""
+        self.length = -1
+        self.lean = True
+        self.max_field = max_field
+        self.max_headers = max_headers
+        self.limit = limit
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+        if len(self.url) > self.max_field:
+            self.lean = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        fields = self.fields
+        if len(name) + len(value) + 2 > self.max_field or len(fields) >= self.max_headers:
+            self.lean = False
+            return
+        lower = name.lower()
+        if lower == b"content-length":
+            if self.length >= 0 or not value.isdigit():
+                self.lean = False
+                return
+            self.length = int(value)
+            if self.length > self.limit:
+                self.lean = False
+        elif lower in _OFF_PATH:
+            self.lean = False
+        fields.append(
+            (name.decode("utf-8", "surrogateescape"), value.decode("utf-8", "surrogateescape"))
+        )
+
+
+# A lean head: its body's offset, the path, the parsed fields, keep-alive.
+_LeanHead = tuple[int, str, _Head, bool]
+
+
+class LeanConnection(BaseProtocol):
+    """One client connection: lean requests served here, one at a time, until a request that is
+    not hands the connection to aiohttp (`_hand_over`)."""
+
+    __slots__ = (
+        "_closing",
+        "_head",
+        "_idle",
+        "_last_active",
+        "_manager",
+        "_pending",
+        "_routes",
+        "_task",
+        "_task_handler",
+    )
+
+    def __init__(self, manager: EdgeServer, routes: Mapping[str, Handler]) -> None:
+        super().__init__(manager._loop)
+        self._manager: EdgeServer | None = manager
+        self._routes = routes
+        self._pending: bytes | bytearray = b""  # received, not yet taken by a request
+        self._head: _LeanHead | None = None  # parsed, its body not all arrived
+        self._task: asyncio.Task[None] | None = None  # the request being served
+        # The aiohttp server defers forgetting a lost connection until this task is done.
+        self._task_handler: asyncio.Task[None] | None = None
+        self._closing = False
+        self._idle: asyncio.TimerHandle | None = None
+        self._last_active = 0.0
+
+    # --- connection events --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        tcp_keepalive(cast(asyncio.Transport, transport))  # as aiohttp's handler does
+        assert self._manager is not None
+        self._manager.connection_made(self, cast(asyncio.Transport, transport))  # type: ignore[arg-type]
+        self._last_active = self._loop.time()
+        timeout = self._keepalive_timeout()
+        if timeout > 0:
+            self._idle = self._loop.call_later(timeout, self._check_idle)
+
+    def data_received(self, data: bytes) -> None:
+        if self._manager is None:
+            return
+        if self._pending:
+            pending = self._pending
+            if type(pending) is bytes:
+                pending = bytearray(pending)
+            pending += data
+            self._pending = pending
+        else:
+            self._pending = data
+        if self._task is None:
+            self._advance()
+        elif len(self._pending) > AHEAD_LIMIT and not self._reading_paused:
+            self._reading_paused = True
+            self._pause_transport_reading()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        super().connection_lost(exc)
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        manager, self._manager = self._manager, None
+        if manager is None:
+            return  # handed over: the connection was aiohttp's
+        manager.connection_lost(self, exc)  # type: ignore[arg-type]
+        if self._task is not None:
+            self._task.cancel()  # the client left: its exchange ends (handler cancellation)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._task is None and self._manager is not None:
+            self._advance()
+
+    # --- requests -----------------------------------------------------------------------------
+
+    def _advance(self) -> None:
+        """Start the next request there is, or hand the connection over."""
+        if self._paused or self._closing:
+            return  # the client is not reading what it was sent; or the server stops
+        pending = self._pending
+        if not pending:
+            return
+        if self._reading_paused:
+            self._reading_paused = False
+            self._resume_transport_reading()
+        head = self._head
+        if head is None:
+            end = pending.find(b"\r\n\r\n")
+            if end < 0:
+                if len(pending) > HEAD_LIMIT:
+                    self._hand_over()
+                return
+            head = self._read_head(pending, end + 4)
+            if head is None:
+                self._hand_over()
+                return
+            self._head = head
+        start, path, parsed, keep_alive = head
+        end = start + parsed.length
+        if len(pending) < end:
+            return  # the body is still arriving
+        self._head = None
+        body = bytes(pending[start:end])
+        self._pending = pending[end:] if len(pending) > end else b""
+        self._last_active = self._loop.time()
+        manager = self._manager
+        assert manager is not None
+        request = LeanRequest(
+            self,
+            path,
+            CIMultiDictProxy(CIMultiDict(parsed.fields)),
+            body,
+            keep_alive,
+            parsed.limit,
+        )
+        self._task = self._task_handler = self._loop.create_task(
+            self._respond(request, self._routes[path])
+        )
+
+    def _read_head(
+        self, pending: bytes | bytearray, size: int
+    ) -> tuple[int, str, _Head, bool] | None:
+        """The head's body offset, path, fields and keep-alive when it stays on this path."""
+        manager = self._manager
+        assert manager is not None
+        limits = manager.lean_limits
+        parsed = _Head(limits[0], limits[1], limits[2])
+        parser = httptools.HttpRequestParser(parsed)
+        try:
+            parser.feed_data(bytes(pending[:size]))
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+            return None  # aiohttp refuses it in the client's format (gateway.edge)
+        if (
+            not parsed.lean
+            or parsed.length < 0
+            or parser.get_method() != b"POST"
+            or parser.get_http_version() != "1.1"
+        ):
+            return None
+        url = parsed.url
+        path_bytes = url.partition(b"?")[0]
+        if b"%" in path_bytes or b"#" in url:
+            return None
+        path = path_bytes.decode("latin-1")
+        if path not in self._routes:
+            return None
+        return size, path, parsed, parser.should_keep_alive()
+
+    async def _respond(self, request: LeanRequest, handler: Handler) -> None:
+        try:
+            try:
+                # LeanRequest is the part of web.Request these handlers use (see its docstring).
+                response = await handler(cast(web.Request, request))
+            except web.HTTPException as exc:  # what the app's middlewares let through
+                response = exc
+            if type(response) is web.Response and not response.prepared and _plain(response):
+                keep_alive = self._write_whole(request, response)
+            else:  # streamed (and ended) by its handler, or one aiohttp must prepare
+                await response.prepare(cast(web.Request, request))
+                await response.write_eof()
+                keep_alive = request.keep_alive and response.keep_alive is not False
+        except (asyncio.CancelledError, ConnectionError):
+            keep_alive = False  # the client left (or the shutdown ended the exchange)
+        except Exception as exc:  # below the app's middlewares: what was sent is unknown
+            frames = "".join(traceback.format_tb(exc.__traceback__))
+            log.error("unhandled %s below the app\n%s", type(exc).__name__, frames)
+            keep_alive = False
+        finally:
+            self._task = self._task_handler = None
+        transport = self.transport
+        if transport is None:
+            return
+        if not keep_alive or self._closing:
+            transport.close()
+            return
+        self._last_active = self._loop.time()
+        self._advance()
+
+    def _write_whole(self, request: LeanRequest, response: web.Response) -> bool:
+        """The response's head and body in one write; whether the connection stays open."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return False
+        body = cast(bytes, response.body)
+        headers = response.headers
+        headers[hdrs.CONTENT_LENGTH] = str(len(body))
+        if hdrs.DATE not in headers:
+            headers[hdrs.DATE] = rfc822_formatted_time()
+        headers.setdefault(hdrs.SERVER, SERVER_SOFTWARE)
+        if body:
+            headers.setdefault(hdrs.CONTENT_TYPE, "application/octet-stream")
+        keep_alive = request.keep_alive and response.keep_alive is not False and not self._closing
+        if not keep_alive:
+            headers[hdrs.CONNECTION] = "close"
+        status_line = f"HTTP/1.1 {response.status} {response.reason}"
+        transport.write(_serialize_headers(status_line, headers) + body)
+        return keep_alive
+
+    # --- handing over, idling, stopping --------------------------------------------------------
+
+    def _hand_over(self) -> None:
+        """aiohttp's handler takes the connection from the current request's first byte on."""
+        manager, transport = self._manager, self.transport
+        assert manager is not None and transport is not None
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        manager.connection_lost(self, None)  # type: ignore[arg-type]
+        self._manager = None
+        handler = manager.aiohttp_handler()
+        data, self._pending = self._pending, b""
+        transport.set_protocol(handler)
+        handler.connection_made(transport)
+        if self._reading_paused:
+            self._reading_paused = False
+            self._resume_transport_reading()
+        handler.data_received(bytes(data))
+
+    def _keepalive_timeout(self) -> float:
+        assert self._manager is not None
+        return float(self._manager.handler_kwargs.get("keepalive_timeout", _KEEPALIVE_TIMEOUT))
+
+    def _check_idle(self) -> None:
+        """Close a connection idle for the keep-alive timeout; one timer per connection, moved
+        on when it fires early (requests only note the time)."""
+        self._idle = None
+        if self._manager is None or self.transport is None:
+            return
+        timeout = self._keepalive_timeout()
+        due = self._last_active + timeout
+        now = self._loop.time()
+        if self._task is None and not self._pending and now >= due:
+            self.transport.close()
+            return
+        self._idle = self._loop.call_at(max(due, now + 1.0), self._check_idle)
+
+    def close(self) -> None:
+        """The server stops: an idle connection closes now, a busy one after its answer."""
+        self._closing = True
+        if self._task is None and self.transport is not None:
+            self.transport.close()
+
+    async def shutdown(self, timeout: float | None = 15.0) -> None:
+        """Let the request being served finish within `timeout`, then end it; close."""
+        self._closing = True
+        task = self._task
+        if task is not None and not task.done():
+            done, _ = await asyncio.wait({task}, timeout=timeout)
+            if not done:
+                task.cancel()
+                await asyncio.wait({task}, timeout=timeout)
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _plain(response: web.Response) -> bool:
+    """A response this path writes itself: a bytes body, nothing aiohttp would add or change."""
+    return (
+        type(response._body) is bytes
+        and not response._compression
+        and not response._chunked
+        and not response._cookies
+        and response.status >= 200
+        and response.status not in (204, 304)
+    )

@@ -9,7 +9,7 @@ bytes. Foreign exceptions (aiohttp, timeouts) are mapped here, once, to `gateway
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
@@ -48,7 +48,7 @@ class UpstreamReply(Protocol):
         """The whole body (non-streaming replies and error replies)."""
         ...
 
-    def iter_chunks(self) -> AsyncIterator[bytes]:
+    def iter_chunks(self) -> AsyncGenerator[bytes, None]:
         """The body as it arrives, in whatever pieces the transport gives."""
         ...
 

@@ -16,7 +16,7 @@ import errno
 import os
 import socket
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote, urlsplit
@@ -191,7 +191,7 @@ class HttpReply:
             raise self._body_error(body.error) from body.error
         return body.take()
 
-    async def iter_chunks(self) -> AsyncIterator[bytes]:
+    async def iter_chunks(self) -> AsyncGenerator[bytes, None]:
         body, clock = self._body, self._clock
         idle = self._timeouts.idle
         time = self._loop.time

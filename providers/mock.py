@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import secrets
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -387,7 +387,7 @@ class MockReply:
     async def read(self) -> bytes:
         return b"".join(self._pieces)
 
-    async def iter_chunks(self) -> AsyncIterator[bytes]:
+    async def iter_chunks(self) -> AsyncGenerator[bytes, None]:
         for piece in self._pieces:
             yield piece
             await asyncio.sleep(0)  # let other tasks run, so the stream is visibly incremental

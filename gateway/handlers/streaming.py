@@ -17,6 +17,7 @@ above, so where a read happens to end never changes what the client gets.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import traceback
@@ -100,7 +101,7 @@ class StreamRun:
         response = self.attempt.aggregator.final()
         out = self.writer.feed(frame, obj, live)
         self._out.append(out + self.writer.end(self.attempt.verdict(), response))
-        await self.flush()
+        await self.flush(end=True)
 
     async def _fail(self, live: Sequence[Event], error: StreamError) -> None:
         self.over = True
@@ -110,7 +111,7 @@ class StreamRun:
         response = self.attempt.aggregator.final()
         out = self.writer.feed(None, None, live)
         self._out.append(out + self.writer.fail(error, self.attempt.verdict(), response))
-        await self.flush()
+        await self.flush(end=True)
 
     async def upstream_failed(self, error: StreamError, exc: UpstreamError) -> None:
         if self.response is None:
@@ -131,7 +132,7 @@ class StreamRun:
         try:
             response = self.attempt.aggregator.final()
             self._out.append(self.writer.fail(error, self.attempt.verdict(), response))
-            await self.flush()
+            await self.flush(end=True)
         except Exception as again:  # the writer itself is what failed: the stream just ends
             log.error("stream error event not written (%s)", type(again).__name__)
 
@@ -151,29 +152,39 @@ class StreamRun:
         try:
             async with asyncio.timeout(1.0):
                 frame = self.writer.fail(error, self.attempt.verdict(), agg.final())
-                await self.response.write(frame)
-                await self.response.write_eof()
+                await self.response.write_eof(frame)
         except Exception as exc:  # best effort: the exchange is being torn down
             log.info("stream error event not written (%s)", type(exc).__name__)
 
-    async def flush(self) -> None:
-        """Write what the frames handled since the last flush produced, in one write."""
+    async def flush(self, end: bool = False) -> None:
+        """Write what the frames handled since the last flush produced, in one write; `end`:
+        they are the stream's last, written with its end (one system call, not two)."""
         out = self._out
         if not out:
             return
         self._out = []
-        await self.write(out[0] if len(out) == 1 else b"".join(out))
+        await self.write(out[0] if len(out) == 1 else b"".join(out), end)
 
-    async def write(self, data: bytes) -> None:
+    async def write(self, data: bytes, end: bool = False) -> None:
         if not data:
             return
         if self.response is None:
             self.record.first_byte_at = time.time()
             headers = {**STREAM_HEADERS, "x-request-id": self.attempt.terms.request_id}
-            self.response = web.StreamResponse(headers=headers)
+            self.response = EventStreamResponse(headers=headers)
             await self.response.prepare(self.request)
             self.record.http_status = self.response.status  # kept if the exchange is cancelled
-        await self.response.write(data)
+        if end:
+            await self.response.write_eof(data)
+        else:
+            await self.response.write(data)
+
+
+class EventStreamResponse(web.StreamResponse):
+    """A stream whose head goes out with its first bytes, in one write: the gateway prepares
+    it when it has bytes to send (aiohttp's StreamResponse sends the head alone first)."""
+
+    _send_headers_immediately = False
 
 
 async def stream_reply(
@@ -214,12 +225,16 @@ async def stream_reply(
 
 async def _relay(run: StreamRun, reply: UpstreamReply) -> None:
     framing = run.attempt.wire.framing()
-    async for chunk in reply.iter_chunks():
-        for frame in framing.feed(chunk):
-            await run.frame(frame)
-            if run.over:
-                return
-        await run.flush()
+    # Closed here when the relay ends before the body does (a stream's end event comes before
+    # its last bytes): left to the collector, an unfinished async generator is closed by a task
+    # the loop is woken for from "another thread" (an eventfd write and read per stream).
+    async with contextlib.aclosing(reply.iter_chunks()) as chunks:
+        async for chunk in chunks:
+            for frame in framing.feed(chunk):
+                await run.frame(frame)
+                if run.over:
+                    return
+            await run.flush()
     for frame in framing.close():
         await run.frame(frame)
         if run.over:

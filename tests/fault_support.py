@@ -337,8 +337,8 @@ def assert_ends_clean(
     assert after.fds <= before.fds, f"descriptors leaked: {before} -> {after}: {leaked}"
     assert after.tasks <= before.tasks, f"asyncio tasks leaked: {before} -> {after}"
     assert error_logs(caplog) == []
-    for model in models:
-        assert len(rows_of(fstack.audit_db(gateway), model)) == 1, model
+    for model in models:  # the writer batches: wait for the record, then count
+        assert len(records(fstack, model, gateway)) == 1, model
 
 
 # --- client faults ------------------------------------------------------------------------------

@@ -410,7 +410,7 @@ class LeanConnection(BaseProtocol):
         timeout = self._keepalive_timeout()
         due = self._last_active + timeout
         now = self._loop.time()
-        if self._task is None and not self._pending and now >= due:
+        if self._task is None and now >= due:  # a head still arriving too, as aiohttp does
             self.transport.close()
             return
         self._idle = self._loop.call_at(max(due, now + 1.0), self._check_idle)

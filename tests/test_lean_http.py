@@ -215,3 +215,17 @@ def test_an_idle_keep_alive_connection_is_closed_after_the_timeout(tmp_path, mon
             assert time.monotonic() - started >= 0.2
     finally:
         servers.stop()
+
+
+def test_a_head_that_never_completes_is_closed_after_the_timeout(tmp_path, monkeypatch):
+    """Slowloris on a lean connection: half a request line, then nothing, is not held forever."""
+    monkeypatch.chdir(tmp_path)
+    servers = _ShortKeepAlive()
+    servers.start()
+    try:
+        with connect(servers.url) as sock:
+            sock.sendall(b"POST /v1/chat/compl")
+            sock.settimeout(10)
+            assert sock.recv(1) == b""  # closed by the server, nothing answered
+    finally:
+        servers.stop()

@@ -229,9 +229,10 @@ class LeanConnection(BaseProtocol):
             self._pending = pending
         else:
             self._pending = data
-        if self._task is None:
+        if self._task is None and not self._paused:
             self._advance()
         elif len(self._pending) > AHEAD_LIMIT and not self._reading_paused:
+            # Sent ahead of an answer still being made or not yet read by the client: wait.
             self._reading_paused = True
             self._pause_transport_reading()
 

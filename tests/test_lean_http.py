@@ -8,6 +8,7 @@ here; the rest of the suite (SDKs, CLIs, fault matrix, shutdown) runs through it
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from typing import Any
@@ -17,8 +18,8 @@ import pytest
 from aiohttp import web
 
 from gateway.app import build_app
-from gateway.edge import EdgeRequestHandler, make_runner
-from gateway.lean_http import LeanConnection
+from gateway.edge import EdgeRequestHandler, EdgeServer, make_runner
+from gateway.lean_http import AHEAD_LIMIT, LeanConnection
 from gateway.settings import default_settings
 from tests.served import LoopServers
 from tests.test_http_edge import AN, OA, Reply, connect, post_head, read_reply, valid_body
@@ -229,3 +230,41 @@ def test_a_head_that_never_completes_is_closed_after_the_timeout(tmp_path, monke
             assert sock.recv(1) == b""  # closed by the server, nothing answered
     finally:
         servers.stop()
+
+
+async def test_a_client_that_sends_ahead_and_never_reads_is_paused_not_buffered():
+    """Flow control with a real socket: answers the client does not read fill its socket, writing
+    pauses, and from then on what it keeps sending stops being read at about AHEAD_LIMIT."""
+    loop = asyncio.get_running_loop()
+    answer = b"x" * 65536
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(body=answer)
+
+    server = EdgeServer(handler, loop=loop)
+    server.lean_routes = {"/v1/chat/completions": handler}
+    ours, theirs = socket.socketpair()
+    theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    theirs.setblocking(False)
+    transport, conn = await loop.connect_accepted_socket(server, ours)
+    assert isinstance(conn, LeanConnection)
+    request = post_head(OA, 2) + b"{}"
+    sent = 0
+    try:
+        for _ in range(2000):  # ~1.5 MB more than AHEAD_LIMIT once writing is paused
+            while True:
+                try:
+                    sent += theirs.send(request * 8)
+                    break
+                except BlockingIOError:  # the server stopped reading: what we wanted
+                    await asyncio.sleep(0.01)
+                    if conn._reading_paused:
+                        break
+            if conn._reading_paused:
+                break
+            await asyncio.sleep(0)
+        assert conn.writing_paused and conn._reading_paused
+        assert len(conn._pending) < AHEAD_LIMIT + 256 * 1024  # + one read
+    finally:
+        transport.close()
+        theirs.close()

@@ -50,6 +50,7 @@ from aiohttp.web_protocol import RequestHandler
 from multidict import CIMultiDict
 
 from gateway.client_formats import DEFAULT_FORMAT, ClientFormat, detect
+from gateway.client_request import ClientRequest
 from gateway.errors import (
     GatewayError,
     HeaderFieldsTooLarge,
@@ -87,7 +88,7 @@ LEAN_POSTS = web.AppKey("lean_posts", bool)
 # --- request bodies -----------------------------------------------------------------------------
 
 
-async def read_body(request: web.BaseRequest) -> bytes:
+async def read_body(request: ClientRequest) -> bytes:
     """The whole body, decoded, or RequestTooLarge once it is over `client_max_size` bytes.
 
     Never more than the limit plus one of aiohttp's read chunks is held, however well a
@@ -103,6 +104,8 @@ async def read_body(request: web.BaseRequest) -> bytes:
             return await request.read()
         except web.RequestPayloadError:
             raise MalformedHTTP("The request body cannot be read: its framing is invalid") from None
+    # No declared length, or a coded body: aiohttp's request (a lean one has neither).
+    assert isinstance(request, web.BaseRequest)
     body = bytearray()
     try:
         async for chunk in request.content.iter_any():
@@ -117,7 +120,7 @@ async def read_body(request: web.BaseRequest) -> bytes:
     return bytes(body)
 
 
-def _too_large(request: web.BaseRequest, limit: int) -> RequestTooLarge:
+def _too_large(request: ClientRequest, limit: int) -> RequestTooLarge:
     decoded = " once decoded" if hdrs.CONTENT_ENCODING in request.headers else ""
     return RequestTooLarge(f"The request body is larger{decoded} than the limit of {limit} bytes")
 

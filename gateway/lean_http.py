@@ -38,12 +38,15 @@ from aiohttp.http_writer import StreamWriter, _serialize_headers
 from aiohttp.tcp_helpers import tcp_keepalive
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from gateway.client_request import ClientRequest
+
 if TYPE_CHECKING:
     from gateway.edge import EdgeServer
 
 log = logging.getLogger("gateway.edge")
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# A route's handler wrapped in the app's middlewares, as this path calls it.
+Handler = Callable[[ClientRequest], Awaitable[web.StreamResponse]]
 
 # A head longer than this is not looked for here: aiohttp gets the connection (its limits apply).
 HEAD_LIMIT = 32 * 1024
@@ -64,16 +67,18 @@ def lean_routes(app: web.Application) -> dict[str, Handler]:
         for route in resource:
             if route.method != hdrs.METH_POST:
                 continue
-            handler: Handler = route.handler
+            handler = route.handler
             for middleware in reversed(app.middlewares):
                 handler = functools.partial(middleware, handler=handler)
-            routes[resource.canonical] = handler
+            # What the app's LEAN_POSTS mark says: its plain POST handlers read a request only
+            # through gateway.client_request.ClientRequest, which LeanRequest is.
+            routes[resource.canonical] = cast(Handler, handler)
     return routes
 
 
 class LeanRequest:
-    """The part of aiohttp's `web.Request` the app's POST endpoints and aiohttp's
-    `StreamResponse.prepare` use, for a request whose whole body is already read."""
+    """A `ClientRequest` (what the app's POST endpoints read of a request) whose whole body is
+    already read, and what aiohttp's `StreamResponse.prepare` reads of one."""
 
     __slots__ = (
         "_body",
@@ -331,14 +336,14 @@ class LeanConnection(BaseProtocol):
     async def _respond(self, request: LeanRequest, handler: Handler) -> None:
         try:
             try:
-                # LeanRequest is the part of web.Request these handlers use (see its docstring).
-                response = await handler(cast(web.Request, request))
+                response = await handler(request)
             except web.HTTPException as exc:  # what the app's middlewares let through
                 response = exc
             if type(response) is web.Response and not response.prepared and _plain(response):
                 keep_alive = self._write_whole(request, response)
             else:  # streamed (and ended) by its handler, or one aiohttp must prepare
-                await response.prepare(cast(web.Request, request))
+                # What StreamResponse.prepare reads of a request, LeanRequest has.
+                await response.prepare(cast(web.BaseRequest, request))
                 await response.write_eof()
                 keep_alive = request.keep_alive and response.keep_alive is not False
         except (asyncio.CancelledError, ConnectionError):

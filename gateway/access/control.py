@@ -23,6 +23,7 @@ from gateway.access.keys import CREDENTIAL_HEADERS, AdminKey, KeyRing, presented
 from gateway.access.limits import Grant, Limiter
 from gateway.audit.record import AuditRecord
 from gateway.client_formats import detect
+from gateway.client_request import ClientRequest
 from gateway.errors import Forbidden, GatewayError, Unauthorized
 from gateway.handlers.responses import error_response, new_request_id
 from gateway.metrics import GatewayMetrics
@@ -45,7 +46,7 @@ class AccessControl:
         self.metrics = metrics
         self._grants: dict[str, Grant] = {}  # request id -> its grant, until the record is in
 
-    async def admit(self, request: web.Request, record: AuditRecord) -> None:
+    async def admit(self, request: ClientRequest, record: AuditRecord) -> None:
         """Before the body is read: the key (401), then the limits (429)."""
         grant = self._grants[record.id] = Grant(record.id)
         key = None

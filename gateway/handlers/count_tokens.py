@@ -19,6 +19,7 @@ from pydantic import Field
 
 from gateway.access import forwarded_headers
 from gateway.client_formats import ClientFormat
+from gateway.client_request import ClientRequest
 from gateway.errors import UpstreamProtocolError
 from gateway.formats.registry import UNREADABLE, wire_for
 from gateway.handlers.exchange import FORWARDED_HEADERS, Endpoint, Exchange, Gateway
@@ -52,7 +53,7 @@ def _upstream_body(
 async def _counted_upstream(
     exchange: Exchange,
     gateway: Gateway,
-    request: web.Request,
+    request: ClientRequest,
     provider: Provider,
     target: ResolvedTarget,
     obj: dict[str, Any],
@@ -77,7 +78,7 @@ async def _counted_upstream(
 async def count_tokens(
     exchange: Exchange,
     gateway: Gateway,
-    request: web.Request,
+    request: ClientRequest,
     provider: Provider,
     target: ResolvedTarget,
     body: RequestBody,

@@ -15,6 +15,7 @@ import orjson
 from aiohttp import web
 
 from gateway.access import forwarded_headers
+from gateway.client_request import ClientRequest
 from gateway.cost import Tokens
 from gateway.errors import InvalidRequest, UpstreamProtocolError
 from gateway.formats.registry import UNREADABLE
@@ -85,7 +86,7 @@ def _payload(embedder: Embedder, obj: dict[str, Any], raw: bytes, model: str) ->
 async def embed(
     exchange: Exchange,
     gateway: Gateway,
-    request: web.Request,
+    request: ClientRequest,
     provider: Provider,
     target: ResolvedTarget,
     body: RequestBody,

@@ -25,6 +25,7 @@ from gateway.access import AccessControl, forwarded_headers
 from gateway.agent_guard import identical_tool_call_streak
 from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat
+from gateway.client_request import ClientRequest
 from gateway.cost import Pricer
 from gateway.edge import read_body
 from gateway.encode import ReplyTerms
@@ -78,7 +79,7 @@ class AttemptRun(Protocol):
         self,
         exchange: Exchange,
         gateway: Gateway,
-        request: web.Request,
+        request: ClientRequest,
         provider: Provider,
         target: ResolvedTarget,
         body: RequestBody,
@@ -142,7 +143,7 @@ class Exchange:
 async def serve(
     client: ClientFormat,
     gateway: Gateway,
-    request: web.Request,
+    request: ClientRequest,
     endpoint: Endpoint | None = None,
 ) -> web.StreamResponse:
     """One exchange, and always its record: whatever happens, the audit trail gets it. Without
@@ -193,7 +194,7 @@ def _answer_shutdown(gateway: Gateway, record: AuditRecord, task: asyncio.Task[A
 
 
 def _close_record(
-    exchange: Exchange, response: web.StreamResponse | None, request: web.Request, pricer: Pricer
+    exchange: Exchange, response: web.StreamResponse | None, request: ClientRequest, pricer: Pricer
 ) -> None:
     record = exchange.record
     record.ended_at = time.time()
@@ -233,7 +234,7 @@ def _check_runaway(
 
 
 async def _exchange(
-    exchange: Exchange, gateway: Gateway, request: web.Request, endpoint: Endpoint | None
+    exchange: Exchange, gateway: Gateway, request: ClientRequest, endpoint: Endpoint | None
 ) -> web.StreamResponse:
     client, record, settings = exchange.client, exchange.record, gateway.settings
     if gateway.access is not None:  # gateway keys and limits (gateway.access): 401, 429
@@ -285,7 +286,7 @@ def _admitted(
 async def _attempts(
     exchange: Exchange,
     gateway: Gateway,
-    request: web.Request,
+    request: ClientRequest,
     route: ResolvedRoute,
     body: RequestBody,
     obj: dict[str, Any],
@@ -394,7 +395,7 @@ def _with_pool_wait(entry: dict[str, Any], pool_wait: float) -> dict[str, Any]:
 async def _attempt(
     exchange: Exchange,
     gateway: Gateway,
-    request: web.Request,
+    request: ClientRequest,
     provider: Provider,
     target: ResolvedTarget,
     body: RequestBody,

@@ -22,11 +22,13 @@ import logging
 import time
 import traceback
 from collections.abc import Sequence
+from typing import cast
 
 from aiohttp import web
 
 from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat
+from gateway.client_request import ClientRequest
 from gateway.encode import Parsed
 from gateway.errors import (
     GatewayError,
@@ -55,7 +57,7 @@ class StreamRun:
     """Drives one upstream stream into one client response."""
 
     def __init__(
-        self, client: ClientFormat, attempt: Attempt, request: web.Request, record: AuditRecord
+        self, client: ClientFormat, attempt: Attempt, request: ClientRequest, record: AuditRecord
     ) -> None:
         self.attempt = attempt
         self.request = request
@@ -172,7 +174,8 @@ class StreamRun:
             self.record.first_byte_at = time.time()
             headers = {**STREAM_HEADERS, "x-request-id": self.attempt.terms.request_id}
             self.response = EventStreamResponse(headers=headers)
-            await self.response.prepare(self.request)
+            # What StreamResponse.prepare reads of a request, LeanRequest has (gateway.lean_http).
+            await self.response.prepare(cast(web.BaseRequest, self.request))
             self.record.http_status = self.response.status  # kept if the exchange is cancelled
         if end:
             await self.response.write_eof(data)
@@ -191,7 +194,7 @@ async def stream_reply(
     client: ClientFormat,
     attempt: Attempt,
     reply: UpstreamReply,
-    request: web.Request,
+    request: ClientRequest,
     record: AuditRecord,
 ) -> web.StreamResponse:
     run = StreamRun(client, attempt, request, record)

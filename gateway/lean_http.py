@@ -18,6 +18,11 @@ writes through aiohttp's own StreamWriter.
 The first request that is anything else hands the connection, from that request's first byte
 on, to aiohttp's `EdgeRequestHandler` for good (gateway.edge): a refused head, a compressed or
 chunked body, a GET, an upgrade get aiohttp's behaviour and the edge's error formats, unchanged.
+
+Like gateway.edge, this reads a few of aiohttp's internals, as of aiohttp 3.14: BaseProtocol's
+flow-control state, the server's connection registry, `_serialize_headers`, a Response's body,
+compression, chunking and cookies. tests/test_lean_http.py and the suite, every exchange of which
+takes this path, fail if one of them changes.
 """
 
 from __future__ import annotations

@@ -80,8 +80,9 @@ class HttpLimits:
 
 
 HTTP_LIMITS = web.AppKey("http_limits", HttpLimits)
-# Set on an app whose plain POST handlers use only what `gateway.lean_http.LeanRequest` offers:
-# its runner serves them on the lean path. Other apps (the tests' upstreams) stay on aiohttp's.
+# Set on an app whose plain POST handlers read a request only through
+# `gateway.client_request.ClientRequest`: its runner serves them on the lean path. Other apps
+# (the tests' upstreams) stay on aiohttp's.
 LEAN_POSTS = web.AppKey("lean_posts", bool)
 
 

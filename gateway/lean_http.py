@@ -59,7 +59,7 @@ HEAD_LIMIT = 32 * 1024
 AHEAD_LIMIT = 1024 * 1024
 # Fields that take a request off this path: aiohttp decodes, de-chunks, answers 100-continue.
 _OFF_PATH = frozenset((b"content-encoding", b"transfer-encoding", b"expect", b"upgrade"))
-_KEEPALIVE_TIMEOUT = 3630.0  # aiohttp's RequestHandler default
+_KEEPALIVE = 3630.0  # seconds: aiohttp's RequestHandler default
 
 
 def lean_routes(app: web.Application) -> dict[str, Handler]:
@@ -125,10 +125,6 @@ class LeanRequest:
     def transport(self) -> asyncio.Transport | None:
         return self._protocol.transport
 
-    @property
-    def match_info(self) -> Mapping[str, str]:
-        return {}
-
     async def read(self) -> bytes:
         return self._body
 
@@ -147,7 +143,18 @@ class _Head:
     """httptools' callbacks for one request head: whether it stays on this path, and what the
     handler needs of it."""
 
-    __slots__ = ("fields", "lean", "length", "limit", "max_field", "max_headers", "url")
+    __slots__ = (
+        "fields",
+        "keep_alive",
+        "lean",
+        "length",
+        "limit",
+        "max_field",
+        "max_headers",
+        "path",
+        "start",
+        "url",
+    )
 
     def __init__(self, max_field: int, max_headers: int, limit: int) -> None:
         self.fields: list[tuple[str, str]] = []
@@ -157,6 +164,9 @@ class _Head:
         self.max_field = max_field
         self.max_headers = max_headers
         self.limit = limit
+        self.start = 0  # where the body begins, once the head is read
+        self.path = ""
+        self.keep_alive = True
 
     def on_url(self, url: bytes) -> None:
         self.url += url
@@ -183,10 +193,6 @@ class _Head:
         )
 
 
-# A lean head: its body's offset, the path, the parsed fields, keep-alive.
-_LeanHead = tuple[int, str, _Head, bool]
-
-
 class LeanConnection(BaseProtocol):
     """One client connection: lean requests served here, one at a time, until a request that is
     not hands the connection to aiohttp (`_hand_over`)."""
@@ -195,11 +201,11 @@ class LeanConnection(BaseProtocol):
         "_closing",
         "_head",
         "_idle",
+        "_keepalive",
         "_last_active",
         "_manager",
         "_pending",
         "_routes",
-        "_task",
         "_task_handler",
     )
 
@@ -208,10 +214,11 @@ class LeanConnection(BaseProtocol):
         self._manager: EdgeServer | None = manager
         self._routes = routes
         self._pending: bytes | bytearray = b""  # received, not yet taken by a request
-        self._head: _LeanHead | None = None  # parsed, its body not all arrived
-        self._task: asyncio.Task[None] | None = None  # the request being served
-        # The aiohttp server defers forgetting a lost connection until this task is done.
+        self._head: _Head | None = None  # parsed, its body not all arrived
+        # The request being served; by aiohttp's name for it: its server defers forgetting a
+        # lost connection until this task is done.
         self._task_handler: asyncio.Task[None] | None = None
+        self._keepalive = float(manager.handler_kwargs.get("keepalive_timeout", _KEEPALIVE))
         self._closing = False
         self._idle: asyncio.TimerHandle | None = None
         self._last_active = 0.0
@@ -224,9 +231,8 @@ class LeanConnection(BaseProtocol):
         assert self._manager is not None
         self._manager.connection_made(self, cast(asyncio.Transport, transport))  # type: ignore[arg-type]
         self._last_active = self._loop.time()
-        timeout = self._keepalive_timeout()
-        if timeout > 0:
-            self._idle = self._loop.call_later(timeout, self._check_idle)
+        if self._keepalive > 0:
+            self._idle = self._loop.call_later(self._keepalive, self._check_idle)
 
     def data_received(self, data: bytes) -> None:
         if self._manager is None:
@@ -239,7 +245,7 @@ class LeanConnection(BaseProtocol):
             self._pending = pending
         else:
             self._pending = data
-        if self._task is None and not self._paused:
+        if self._task_handler is None and not self._paused:
             self._advance()
         elif len(self._pending) > AHEAD_LIMIT and not self._reading_paused:
             # Sent ahead of an answer still being made or not yet read by the client: wait.
@@ -255,12 +261,12 @@ class LeanConnection(BaseProtocol):
         if manager is None:
             return  # handed over: the connection was aiohttp's
         manager.connection_lost(self, exc)  # type: ignore[arg-type]
-        if self._task is not None:
-            self._task.cancel()  # the client left: its exchange ends (handler cancellation)
+        if self._task_handler is not None:
+            self._task_handler.cancel()  # the client left: its exchange ends (handler cancellation)
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        if self._task is None and self._manager is not None:
+        if self._task_handler is None and self._manager is not None:
             self._advance()
 
     # --- requests -----------------------------------------------------------------------------
@@ -287,32 +293,18 @@ class LeanConnection(BaseProtocol):
                 self._hand_over()
                 return
             self._head = head
-        start, path, parsed, keep_alive = head
-        end = start + parsed.length
+        end = head.start + head.length
         if len(pending) < end:
             return  # the body is still arriving
         self._head = None
-        body = bytes(pending[start:end])
+        body = bytes(pending[head.start : end])
         self._pending = pending[end:] if len(pending) > end else b""
-        self._last_active = self._loop.time()
-        manager = self._manager
-        assert manager is not None
-        request = LeanRequest(
-            self,
-            path,
-            CIMultiDictProxy(CIMultiDict(parsed.fields)),
-            body,
-            keep_alive,
-            parsed.limit,
-        )
-        self._task = self._task_handler = self._loop.create_task(
-            self._respond(request, self._routes[path])
-        )
+        headers = CIMultiDictProxy(CIMultiDict(head.fields))
+        request = LeanRequest(self, head.path, headers, body, head.keep_alive, head.limit)
+        self._task_handler = self._loop.create_task(self._respond(request, self._routes[head.path]))
 
-    def _read_head(
-        self, pending: bytes | bytearray, size: int
-    ) -> tuple[int, str, _Head, bool] | None:
-        """The head's body offset, path, fields and keep-alive when it stays on this path."""
+    def _read_head(self, pending: bytes | bytearray, size: int) -> _Head | None:
+        """The head of `size` bytes, when it stays on this path."""
         manager = self._manager
         assert manager is not None
         limits = manager.lean_limits
@@ -333,10 +325,12 @@ class LeanConnection(BaseProtocol):
         path_bytes = url.partition(b"?")[0]
         if b"%" in path_bytes or b"#" in url:
             return None
-        path = path_bytes.decode("latin-1")
-        if path not in self._routes:
+        parsed.path = path_bytes.decode("latin-1")
+        if parsed.path not in self._routes:
             return None
-        return size, path, parsed, parser.should_keep_alive()
+        parsed.start = size
+        parsed.keep_alive = parser.should_keep_alive()
+        return parsed
 
     async def _respond(self, request: LeanRequest, handler: Handler) -> None:
         try:
@@ -358,7 +352,7 @@ class LeanConnection(BaseProtocol):
             log.error("unhandled %s below the app\n%s", type(exc).__name__, frames)
             keep_alive = False
         finally:
-            self._task = self._task_handler = None
+            self._task_handler = None
         transport = self.transport
         if transport is None:
             return
@@ -408,20 +402,15 @@ class LeanConnection(BaseProtocol):
             self._resume_transport_reading()
         handler.data_received(bytes(data))
 
-    def _keepalive_timeout(self) -> float:
-        assert self._manager is not None
-        return float(self._manager.handler_kwargs.get("keepalive_timeout", _KEEPALIVE_TIMEOUT))
-
     def _check_idle(self) -> None:
         """Close a connection idle for the keep-alive timeout; one timer per connection, moved
         on when it fires early (requests only note the time)."""
         self._idle = None
         if self._manager is None or self.transport is None:
             return
-        timeout = self._keepalive_timeout()
-        due = self._last_active + timeout
+        due = self._last_active + self._keepalive
         now = self._loop.time()
-        if self._task is None and now >= due:  # a head still arriving too, as aiohttp does
+        if self._task_handler is None and now >= due:  # a head still arriving too, as aiohttp does
             self.transport.close()
             return
         self._idle = self._loop.call_at(max(due, now + 1.0), self._check_idle)
@@ -429,13 +418,13 @@ class LeanConnection(BaseProtocol):
     def close(self) -> None:
         """The server stops: an idle connection closes now, a busy one after its answer."""
         self._closing = True
-        if self._task is None and self.transport is not None:
+        if self._task_handler is None and self.transport is not None:
             self.transport.close()
 
     async def shutdown(self, timeout: float | None = 15.0) -> None:
         """Let the request being served finish within `timeout`, then end it; close."""
         self._closing = True
-        task = self._task
+        task = self._task_handler
         if task is not None and not task.done():
             done, _ = await asyncio.wait({task}, timeout=timeout)
             if not done:

@@ -45,27 +45,41 @@ class Reply:
         return orjson.loads(self.body)
 
 
+class Replies:
+    """Responses read in order from one socket, keeping what arrived beyond each (pipelining)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.data = sock, b""
+
+    def _more(self) -> None:
+        chunk = self.sock.recv(65536)
+        assert chunk, f"connection closed before a response: {self.data!r}"
+        self.data += chunk
+
+    def next(self) -> Reply:
+        while b"\r\n\r\n" not in self.data:
+            self._more()
+        head, _, rest = self.data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = int(headers.get("content-length", "0"))
+        while len(rest) < length:
+            self._more()
+            rest = self.data.partition(b"\r\n\r\n")[2]
+        self.data = rest[length:]
+        return Reply(int(lines[0].split(" ")[1]), headers, rest[:length], head + rest[:length])
+
+
 def read_reply(sock: socket.socket) -> Reply:
-    """One HTTP/1.x response with a Content-Length body, read from a raw socket."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, f"connection closed before a response: {data!r}"
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ")[1])
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    length = int(headers.get("content-length", "0"))
-    while len(rest) < length:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        rest += chunk
-    return Reply(status, headers, rest[:length], head + b"\r\n\r\n" + rest)
+    """One HTTP/1.x response with a Content-Length body, read from a raw socket; its `raw` holds
+    whatever else arrived with it too."""
+    replies = Replies(sock)
+    reply = replies.next()
+    reply.raw += replies.data
+    return reply
 
 
 def connect(base: str) -> socket.socket:

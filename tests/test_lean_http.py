@@ -22,7 +22,7 @@ from gateway.edge import EdgeRequestHandler, EdgeServer, make_runner
 from gateway.lean_http import AHEAD_LIMIT, LeanConnection
 from gateway.settings import default_settings
 from tests.served import LoopServers
-from tests.test_http_edge import AN, OA, Reply, connect, post_head, read_reply, valid_body
+from tests.test_http_edge import AN, OA, Replies, Reply, connect, post_head, read_reply, valid_body
 
 
 def runner_for(stack: Any, base: str) -> web.AppRunner:
@@ -44,34 +44,6 @@ def protocol_of(stack: Any, base: str, sock: socket.socket) -> object:
         raise AssertionError("no server connection for this socket")
 
     return stack.run(find())
-
-
-class Replies:
-    """Responses read in order from one socket, keeping what arrived beyond each (pipelining)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock, self.data = sock, b""
-
-    def _more(self) -> None:
-        chunk = self.sock.recv(65536)
-        assert chunk, f"connection closed before a response: {self.data!r}"
-        self.data += chunk
-
-    def next(self) -> Reply:
-        while b"\r\n\r\n" not in self.data:
-            self._more()
-        head, _, rest = self.data.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        length = int(headers.get("content-length", "0"))
-        while len(rest) < length:
-            self._more()
-            rest = self.data.partition(b"\r\n\r\n")[2]
-        self.data = rest[length:]
-        return Reply(int(lines[0].split(" ")[1]), headers, rest[:length], head + rest[:length])
 
 
 def lean_post(path: str = OA, extra: str = "") -> bytes:
@@ -266,5 +238,5 @@ async def test_a_client_that_sends_ahead_and_never_reads_is_paused_not_buffered(
         assert conn.writing_paused and conn._reading_paused
         assert len(conn._pending) < AHEAD_LIMIT + 256 * 1024  # + one read
     finally:
-        transport.close()
+        transport.abort()  # at once: answers are still buffered for a peer that never reads
         theirs.close()

@@ -11,6 +11,7 @@ from typing import NoReturn
 
 from gateway import event_loop, logs
 from gateway.access.command import add_keys_parser
+from gateway.arg_types import at_least_one
 from gateway.audit.arguments import add_audit_parser
 from gateway.bench.arguments import add_bench_parser
 from gateway.listen import ListenAddress, listen_failure, open_listeners, reserve_address
@@ -44,14 +45,7 @@ def port_number(text: str) -> int:
     return value
 
 
-def worker_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of workers: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+worker_count = at_least_one("a number of workers")
 
 
 def non_empty(text: str) -> str:

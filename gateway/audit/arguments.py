@@ -7,20 +7,11 @@ from __future__ import annotations
 import argparse
 from typing import Any, Final
 
+from gateway.arg_types import at_least_one
 from gateway.audit.report import GROUP_BY
 
 FORMATS: Final = ("table", "json", "csv")
 DEFAULT_LIMIT: Final = 20
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -55,7 +46,7 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     audit.add_argument(
         "--limit",
-        type=_positive_int,
+        type=at_least_one("a whole number"),
         default=DEFAULT_LIMIT,
         metavar="N",
         help=f"how many cut exchanges --truncated lists (default: {DEFAULT_LIMIT})",

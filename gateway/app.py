@@ -25,6 +25,7 @@ from gateway.client_formats import (
     ClientFormat,
     detect,
 )
+from gateway.dashboard.routes import AuditSource, add_dashboard
 from gateway.edge import HTTP_LIMITS, LEAN_POSTS, HttpLimits
 from gateway.errors import GatewayError, NotFound, UpgradeRequired
 from gateway.handlers import count_tokens, embeddings, meta
@@ -195,11 +196,14 @@ def build_app(
         )
         app.cleanup_ctx.append(share_circuits(sync, state, opened=access is not None))
 
+    audit_source = AuditSource()
+
     async def audit_writer(app: web.Application) -> AsyncIterator[None]:
         if settings.audit.log_content:
             log.warning("content logging is ON: message text and tool arguments are recorded")
         store = open_store(settings.audit.store)
         await store.open()
+        audit_source.store = store  # the dashboard's reads
         writer = AuditWriter(
             store,
             max_queue=settings.audit.queue_size,
@@ -219,6 +223,7 @@ def build_app(
             )
         await writer.close()
         observer.writer = None
+        audit_source.store = None
 
     async def close_providers(app: web.Application) -> AsyncIterator[None]:
         for provider in providers.values():
@@ -280,6 +285,7 @@ def build_app(
 
     app.router.add_get("/health", admin_only(settings, health))
     app.router.add_get("/metrics", admin_only(settings, metrics_text))
+    add_dashboard(app, audit_source, lambda handler: admin_only(settings, handler))
     app.router.add_get("/", meta.root)  # also answers HEAD /
     app.router.add_route("*", "/{tail:.*}", not_found)
     return app

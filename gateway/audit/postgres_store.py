@@ -62,6 +62,8 @@ def decode(row: asyncpg.Record) -> AuditRecord:
 class PostgresStore:
     """`AuditStore` on PostgreSQL. `url` is kept without its password; the DSN stays private."""
 
+    dialect = "postgresql"
+
     def __init__(
         self,
         url: str,
@@ -136,6 +138,12 @@ class PostgresStore:
         async with pool.acquire() as conn:
             rows = await conn.fetch(sql, *params)
         return [decode(row) for row in rows]
+
+    async def read(self, sql: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
+        pool = await self._ready()
+        async with pool.acquire() as conn:
+            rows = await conn.fetch(sql, *params)
+        return [tuple(row) for row in rows]
 
     async def close(self) -> None:
         async with self._open_lock:

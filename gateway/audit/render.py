@@ -69,9 +69,9 @@ from typing import Any, Final
 
 import orjson
 
+from gateway.audit.objects import summary_object, truncated_object
 from gateway.audit.record import NO_STOP_REASON
 from gateway.audit.report import (
-    STOP_REASON_KEYS,
     STOP_REASONS,
     GroupSummary,
     TruncatedExchange,
@@ -116,49 +116,6 @@ TRUNCATED_COLUMNS: Final[tuple[str, ...]] = (
 )
 
 
-def _ms(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)
-
-
-def _summary_object(s: GroupSummary) -> dict[str, Any]:
-    return {
-        "by": s.by,
-        "group": s.group,
-        "requests": s.requests,
-        "errors": s.errors,
-        "stop_reasons": {name: s.stop_reasons.get(name, 0) for name in STOP_REASON_KEYS},
-        "truncated": s.truncated,
-        "truncated_rate": round(s.truncated_rate, 4),
-        "withheld_tool_calls": s.withheld_tool_calls,
-        "parse_failures": s.parse_failures,
-        "missing_terminators": s.missing_terminators,
-        "ttfb_p50_ms": _ms(s.ttfb_p50_ms),
-        "ttfb_p95_ms": _ms(s.ttfb_p95_ms),
-        "total_p50_ms": _ms(s.total_p50_ms),
-        "total_p95_ms": _ms(s.total_p95_ms),
-        "input_tokens": s.input_tokens,
-        "output_tokens": s.output_tokens,
-        "dropped_fields": s.dropped_fields,
-        "retried": s.retried,
-        "fallbacks": s.fallbacks,
-        "cost_usd": s.cost_usd,
-        "cost_unknown": s.cost_unknown,
-        "other_operations": s.other_operations,
-    }
-
-
-def _truncated_object(t: TruncatedExchange) -> dict[str, Any]:
-    return {
-        "id": t.id,
-        "time": t.time,
-        "provider": t.provider,
-        "model": t.model,
-        "why": t.why,
-        "withheld_tools": list(t.withheld_tools),
-        "ended_by": t.ended_by,
-    }
-
-
 def _json(items: list[dict[str, Any]]) -> str:
     return orjson.dumps(items, option=orjson.OPT_INDENT_2).decode() + "\n"
 
@@ -187,7 +144,7 @@ def _csv_usd(value: float | None) -> str:
 
 
 def render_json(summaries: Sequence[GroupSummary]) -> str:
-    return _json([_summary_object(s) for s in summaries])
+    return _json([summary_object(s) for s in summaries])
 
 
 def render_csv(summaries: Sequence[GroupSummary]) -> str:
@@ -223,7 +180,7 @@ def render_csv(summaries: Sequence[GroupSummary]) -> str:
 
 
 def render_truncated_json(items: Sequence[TruncatedExchange]) -> str:
-    return _json([_truncated_object(t) for t in items])
+    return _json([truncated_object(t) for t in items])
 
 
 def render_truncated_csv(items: Sequence[TruncatedExchange]) -> str:

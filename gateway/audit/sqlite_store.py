@@ -115,7 +115,13 @@ def _enable_wal(conn: sqlite3.Connection, patience: float = 30.0) -> None:
 
 
 class SQLiteStore:
-    """`AuditStore` on a SQLite file; `path` and its parent directory are created on open."""
+    """`AuditStore` on a SQLite file; `path` and its parent directory are created on open.
+
+    The dashboard's reads (`read`) go through a second, read-only connection with a lock of its
+    own: in WAL mode a reader never blocks the writer, so an aggregate over millions of records
+    does not hold up the trail's inserts (their connection and lock stay the writer's alone)."""
+
+    dialect = "sqlite"
 
     def __init__(self, path: str | Path, *, migrations: Sequence[Migration] = MIGRATIONS) -> None:
         self.path = Path(path)
@@ -124,6 +130,8 @@ class SQLiteStore:
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._reader: sqlite3.Connection | None = None
+        self._read_lock = threading.Lock()
 
     async def open(self) -> None:
         await asyncio.to_thread(self._locked, self._open)
@@ -153,6 +161,9 @@ class SQLiteStore:
             params.append(limit)
         rows = await asyncio.to_thread(self._opened, self._query, sql, params)
         return [decode(row) for row in rows]
+
+    async def read(self, sql: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
+        return await asyncio.to_thread(self._read, sql, params)
 
     async def close(self) -> None:
         await asyncio.to_thread(self._locked, self._close)
@@ -211,8 +222,22 @@ class SQLiteStore:
         assert self._conn is not None
         return self._conn.execute(sql, params).fetchall()
 
+    def _read(self, sql: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
+        with self._read_lock:
+            reader = self._reader
+            if reader is None:
+                self._opened(lambda: None)  # the file exists, in WAL mode, at the latest schema
+                uri = f"{self.path.absolute().as_uri()}?mode=ro"
+                reader = self._reader = sqlite3.connect(uri, uri=True, check_same_thread=False)
+                reader.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+            return reader.execute(sql, list(params)).fetchall()
+
     def _close(self) -> None:
         self._closed = True
+        with self._read_lock:
+            reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()
         conn, self._conn = self._conn, None
         if conn is None:
             return

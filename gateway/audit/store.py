@@ -15,7 +15,7 @@ settings). A store's `url` attribute and every message about it carry the URL wi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from gateway.audit.record import AuditRecord
 
@@ -55,6 +55,14 @@ class AuditStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+    # What the dashboard's aggregates run on (gateway.dashboard): the SQL dialect's name, one of
+    # gateway.dashboard.sql.DIALECTS, and a read-only query that never holds up the writer.
+    dialect: str
+
+    async def read(self, sql: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
+        """The rows of one read-only query, `params` bound in the dialect's placeholders."""
+        ...
 
 
 def redact_url(url: str) -> str:

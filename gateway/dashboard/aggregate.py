@@ -1,0 +1,246 @@
+"""The dashboard's figures, read from an audit store's SQL aggregates (`gateway.dashboard.sql`).
+
+    summaries = await summarize(store, "provider", window)   # == gateway audit's groups
+    overview = await overview(store, window)                 # every panel of the page
+
+Python only assembles the few rows the database returns (a row per group, bucket or tool name);
+it never sees a record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from gateway.audit.objects import summary_object, truncated_object
+from gateway.audit.report import (
+    STOP_REASON_KEYS,
+    GroupSummary,
+    TruncatedExchange,
+    iso_utc,
+)
+from gateway.audit.store import AuditStore
+from gateway.dashboard import sql
+from gateway.dashboard.sql import DIALECTS, Filters
+
+PERCENTS: Final = (50, 95)
+TOOL_NAMES: Final = 20  # tool names in the withheld-calls panel
+LATEST_CUT: Final = 20  # rows of the latest cut exchanges
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """What the page looks at: [since, until) in unix seconds (None: open) and the filters."""
+
+    since: float | None = None
+    until: float | None = None
+    provider: str | None = None
+    model: str | None = None
+
+    def filters(self, store: AuditStore) -> Filters:
+        dialect = DIALECTS.get(store.dialect)
+        if dialect is None:
+            raise ValueError(f"the dashboard cannot query a {store.dialect!r} store")
+        return Filters(dialect, self.since, self.until, self.provider, self.model)
+
+
+async def _read(
+    store: AuditStore, window: Window, build: Callable[[Filters], str]
+) -> list[tuple[Any, ...]]:
+    """One query, built against fresh filters (they collect its bound parameters), run."""
+    filters = window.filters(store)
+    text = build(filters)
+    return await store.read(text, filters.params)
+
+
+async def summarize(store: AuditStore, by: str, window: Window) -> list[GroupSummary]:
+    """`gateway.audit.report.summarize` over the window's records, computed by the database."""
+    rows = await _read(store, window, lambda f: sql.summary_sql(by, f))
+    stops: dict[str, dict[str, int]] = {}
+    for group, key, count in await _read(store, window, lambda f: sql.stop_reason_sql(by, f)):
+        stops.setdefault(group, {})[key] = int(count)
+    times = {time: await _percentiles(store, by, time, window) for time in sorted(sql.TIMES)}
+    summaries = []
+    for row in rows:
+        group = row[0]
+        (
+            requests,
+            errors,
+            truncated,
+            withheld,
+            parse_failures,
+            missing_terminators,
+            input_tokens,
+            output_tokens,
+            dropped,
+            retried,
+            fallbacks,
+        ) = (int(v or 0) for v in row[1:12])
+        cost, cost_unknown, others = row[12], int(row[13] or 0), int(row[14] or 0)
+        found = stops.get(group, {})
+        ttfb = times["ttfb"].get(group, {})
+        total = times["total"].get(group, {})
+        summaries.append(
+            GroupSummary(
+                by=by,
+                group=group,
+                requests=requests,
+                errors=errors,
+                stop_reasons={key: found.get(key, 0) for key in STOP_REASON_KEYS},
+                truncated=truncated,
+                truncated_rate=truncated / requests if requests else 0.0,
+                withheld_tool_calls=withheld,
+                parse_failures=parse_failures,
+                missing_terminators=missing_terminators,
+                ttfb_p50_ms=ttfb.get(50),
+                ttfb_p95_ms=ttfb.get(95),
+                total_p50_ms=total.get(50),
+                total_p95_ms=total.get(95),
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                dropped_fields=dropped,
+                retried=retried,
+                fallbacks=fallbacks,
+                cost_usd=None if cost is None else float(cost),
+                cost_unknown=cost_unknown,
+                other_operations=others,
+            )
+        )
+    summaries.sort(key=lambda s: (-s.requests, s.group))
+    return summaries
+
+
+async def _percentiles(
+    store: AuditStore, by: str, time: str, window: Window
+) -> dict[str, dict[int, float]]:
+    """group -> percent -> the value at its nearest rank."""
+    found: dict[str, dict[int, float]] = {}
+    rows = await _read(store, window, lambda f: sql.percentile_sql(by, time, PERCENTS, f))
+    for group, rank, count, value in rows:
+        for p in PERCENTS:
+            if rank == (p * count + 99) // 100:
+                found.setdefault(group, {})[p] = float(value)
+    return found
+
+
+async def latest_cut(store: AuditStore, window: Window, limit: int) -> list[TruncatedExchange]:
+    """`gateway.audit.report.truncated_list`, newest first: ids, why, withheld tool names."""
+    rows = await _read(store, window, lambda f: sql.latest_cut_sql(f, limit))
+    return [
+        TruncatedExchange(
+            id=row[0],
+            time=iso_utc(float(row[1])),
+            provider=row[2],
+            model=row[3],
+            why=row[4],
+            withheld_tools=tuple(str(call.get("name", "")) for call in _json_list(row[5])),
+            ended_by=row[6],
+        )
+        for row in rows
+    ]
+
+
+def _json_list(value: Any) -> list[dict[str, Any]]:
+    items = orjson.loads(value) if isinstance(value, str | bytes) else value
+    return [item for item in items or [] if isinstance(item, dict)]
+
+
+def bucket_seconds(since: float | None, until: float) -> int:
+    """A round step giving at most ~60 points over the window (a minute at least)."""
+    span = until - (since if since is not None else until - 86400)
+    for step in (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400):
+        if span / step <= 60:
+            return step
+    return 30 * 86400
+
+
+async def series(store: AuditStore, window: Window, step: int) -> list[dict[str, Any]]:
+    """One point per bucket that holds records, oldest first: answers and cut answers (in all
+    and per provider), the stop-reason mix, retries, fallbacks and cost."""
+    points: dict[int, dict[str, Any]] = {}
+    for t, provider, stop, answers, cut, retried, fallbacks, cost in await _read(
+        store, window, lambda f: sql.series_sql(step, f)
+    ):
+        start = int(t)
+        point = points.get(start)
+        if point is None:
+            point = points[start] = {
+                "t": start,
+                "requests": 0,
+                "truncated": 0,
+                "retried": 0,
+                "fallbacks": 0,
+                "cost_usd": None,
+                "stop_reasons": dict.fromkeys(STOP_REASON_KEYS, 0),
+                "providers": {},
+            }
+        answers, cut = int(answers or 0), int(cut or 0)
+        point["requests"] += answers
+        point["truncated"] += cut
+        point["retried"] += int(retried or 0)
+        point["fallbacks"] += int(fallbacks or 0)
+        if cost is not None:
+            point["cost_usd"] = (point["cost_usd"] or 0.0) + float(cost)
+        if stop is not None:
+            point["stop_reasons"][stop] += answers
+        own = point["providers"].setdefault(provider, {"requests": 0, "truncated": 0})
+        own["requests"] += answers
+        own["truncated"] += cut
+    return [points[t] for t in sorted(points)]
+
+
+async def overview(store: AuditStore, window: Window, step: int) -> dict[str, Any]:
+    """Every panel of the dashboard page, for the window and its filters."""
+    by_provider = await summarize(store, "provider", window)
+    by_model = await summarize(store, "model", window)
+    choices = Window(window.since, window.until)  # the drop-downs ignore the filters
+    providers = await _read(store, choices, lambda f: sql.choices_sql("provider", f))
+    models = await _read(store, choices, lambda f: sql.choices_sql("model", f))
+    cut_reasons = await _read(store, window, sql.cut_reason_sql)
+    tools = await _read(store, window, lambda f: sql.withheld_tools_sql(f, TOOL_NAMES))
+    return {
+        "window": {
+            "since": window.since,
+            "until": window.until,
+            "provider": window.provider,
+            "model": window.model,
+            "step": step,
+        },
+        "choices": {
+            "providers": [row[0] for row in providers],
+            "models": [row[0] for row in models],
+        },
+        "totals": totals(by_provider),
+        "by_provider": [summary_object(s) for s in by_provider],
+        "by_model": [summary_object(s) for s in by_model],
+        "series": await series(store, window, step),
+        "cut_reasons": sorted(
+            ({"reason": r, "count": int(n)} for r, n in cut_reasons),
+            key=lambda item: (-item["count"], item["reason"]),
+        ),
+        "withheld_tools": [{"name": name, "count": int(n)} for name, n in tools],
+        "latest_cut": [truncated_object(t) for t in await latest_cut(store, window, LATEST_CUT)],
+    }
+
+
+def totals(groups: Sequence[GroupSummary]) -> dict[str, Any]:
+    """The window's figures in all: the groups' sums (every record is in exactly one group)."""
+    requests = sum(s.requests for s in groups)
+    truncated = sum(s.truncated for s in groups)
+    costs = [s.cost_usd for s in groups if s.cost_usd is not None]
+    return {
+        "requests": requests,
+        "errors": sum(s.errors for s in groups),
+        "truncated": truncated,
+        "truncated_rate": round(truncated / requests, 4) if requests else 0.0,
+        "withheld_tool_calls": sum(s.withheld_tool_calls for s in groups),
+        "retried": sum(s.retried for s in groups),
+        "fallbacks": sum(s.fallbacks for s in groups),
+        "cost_usd": sum(costs) if costs else None,
+        "cost_unknown": sum(s.cost_unknown for s in groups),
+        "input_tokens": sum(s.input_tokens for s in groups),
+        "output_tokens": sum(s.output_tokens for s in groups),
+    }

@@ -1,0 +1,274 @@
+"""The dashboard's aggregates as SQL, for each dialect the audit stores speak.
+
+Every figure is computed by the database, so a dashboard over millions of records reads a few
+dozen rows: one query per panel, each a GROUP BY over the filtered window. What a figure means
+is `gateway.audit.report`'s definition, word for word (an error, a cut, a retry, a fallback, a
+nearest-rank percentile, the stop reason `none` and `unknown`); a test checks that these queries
+give what `gateway audit --format json` gives on the same store, on SQLite and PostgreSQL.
+
+Where the dialects differ (placeholders, JSON arrays, integer buckets) a `Dialect` row holds the
+difference; the queries themselves are written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from gateway.audit.migrations import TABLE
+from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, OPERATIONS
+from gateway.audit.report import STOP_REASONS
+from gateway.events import StopReason
+from gateway.resilience.outcome import ANSWERS, CIRCUIT_OPEN
+
+GENERATE: Final = OPERATIONS[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    name: str
+    placeholder: Callable[[int], str]  # the n-th bound value (1-based)
+    json_length: Callable[[str], str]  # elements of a JSON array column
+    # (alias of the elements' value, FROM-clause item) for the elements of a JSON array column
+    json_elements: Callable[[str], tuple[str, str]]
+    # the elements in array order, as (alias of the value, FROM item, column giving the order)
+    ordered_elements: Callable[[str], tuple[str, str, str]]
+    json_text: Callable[[str, str], str]  # a JSON object's member as text (NULL when missing)
+    first_text: Callable[[str, str], str]  # the first array element's member as text
+    distinct: str  # null-safe "differs from"
+    bucket: Callable[[str, str], str]  # whole buckets of `step` seconds since the epoch
+    byte_order: str  # ORDER BY suffix comparing text byte by byte (as Python compares str)
+
+
+DIALECTS: Final[dict[str, Dialect]] = {
+    "sqlite": Dialect(
+        name="sqlite",
+        placeholder=lambda n: "?",
+        json_length=lambda col: f"json_array_length({col})",
+        json_elements=lambda col: ("e.value", f"json_each({col}) AS e"),
+        ordered_elements=lambda col: ("e.value", f"json_each({col}) AS e", "e.key"),
+        json_text=lambda value, key: f"json_extract({value}, '$.{key}')",
+        first_text=lambda col, key: f"json_extract({col}, '$[0].{key}')",
+        distinct="IS NOT",
+        bucket=lambda col, step: f"(CAST(({col}) / {step} AS INTEGER) * {step})",
+        byte_order="",  # SQLite's BINARY collation is byte order
+    ),
+    "postgresql": Dialect(
+        name="postgresql",
+        placeholder=lambda n: f"${n}",
+        json_length=lambda col: f"jsonb_array_length({col})",
+        json_elements=lambda col: ("e.v", f"jsonb_array_elements({col}) AS e(v)"),
+        ordered_elements=lambda col: (
+            "e.v",
+            f"jsonb_array_elements({col}) WITH ORDINALITY AS e(v, n)",
+            "e.n",
+        ),
+        json_text=lambda value, key: f"({value} ->> '{key}')",
+        first_text=lambda col, key: f"({col} -> 0 ->> '{key}')",
+        distinct="IS DISTINCT FROM",
+        bucket=lambda col, step: f"(CAST(floor(({col}) / {step}) AS BIGINT) * {step})",
+        byte_order=' COLLATE "C"',
+    ),
+}
+
+# What `gateway audit --by` groups by, as columns: a missing value is shown as "-".
+GROUP_COLUMNS: Final = {
+    "provider": "provider",
+    "model": "model",
+    "route": "route",
+    "client": "client_format",
+}
+
+
+def _quoted(values: tuple[str, ...] | frozenset[str]) -> str:
+    return ", ".join(f"'{v}'" for v in sorted(values))
+
+
+@dataclass(slots=True)
+class Filters:
+    """The window and the filters every panel shares, bound as parameters (never spliced)."""
+
+    dialect: Dialect
+    since: float | None = None
+    until: float | None = None
+    provider: str | None = None  # "-" selects the records without a provider
+    model: str | None = None
+    params: list[object] = field(default_factory=list)
+
+    def bind(self, value: object) -> str:
+        self.params.append(value)
+        return self.dialect.placeholder(len(self.params))
+
+    def where(self, *more: str) -> str:
+        clauses = [*more]
+        if self.since is not None:
+            clauses.append(f"started_at >= {self.bind(float(self.since))}")
+        if self.until is not None:
+            clauses.append(f"started_at < {self.bind(float(self.until))}")
+        if self.provider is not None:
+            if self.provider == NO_PROVIDER:
+                clauses.append("(provider IS NULL OR provider = '')")
+            else:
+                clauses.append(f"provider = {self.bind(self.provider)}")
+        if self.model is not None:
+            clauses.append(f"model = {self.bind(self.model)}")
+        return f" WHERE {' AND '.join(clauses)}" if clauses else ""
+
+
+def group_expr(by: str) -> str:
+    column = GROUP_COLUMNS.get(by)
+    if column is None:
+        raise ValueError(f"cannot group by {by!r}: expected one of {', '.join(GROUP_COLUMNS)}")
+    return f"COALESCE(NULLIF({column}, ''), '{NO_PROVIDER}')"
+
+
+STOP_KEY: Final = (
+    f"CASE WHEN stop_reason IS NULL THEN '{NO_STOP_REASON}' "
+    f"WHEN stop_reason IN ({_quoted(STOP_REASONS)}) THEN stop_reason "
+    f"ELSE '{StopReason.UNKNOWN.value}' END"
+)
+IS_GENERATE: Final = f"(operation = '{GENERATE}')"
+IS_ERROR: Final = "(error_class IS NOT NULL OR http_status >= 400)"
+IS_TRUNCATED: Final = "(CASE WHEN truncated THEN 1 ELSE 0 END)"
+
+
+def tries(d: Dialect) -> str:
+    """Attempts that went upstream (`read_attempts(...).tries`): those not skipped for an open
+    circuit. Most records hold one attempt: the JSON is only walked when there are more."""
+    value, elements = d.json_elements("attempts")
+    return (
+        f"(CASE WHEN {d.json_length('attempts')} > 1 THEN "
+        f"(SELECT COUNT(*) FROM {elements} "
+        f"WHERE {d.json_text(value, 'outcome')} {d.distinct} '{CIRCUIT_OPEN}') "
+        f"ELSE (CASE WHEN {d.json_length('attempts')} = 1 AND "
+        f"{d.first_text('attempts', 'outcome')} {d.distinct} '{CIRCUIT_OPEN}' THEN 1 ELSE 0 END) "
+        "END)"
+    )
+
+
+def fell_back(d: Dialect) -> str:
+    """1 when the last attempt that went upstream answered and went to another target
+    (provider, upstream model) than the first attempt (`read_attempts(...).fell_back`)."""
+    value, elements, order = d.ordered_elements("attempts")
+    last = (
+        f"SELECT {value} AS v FROM {elements} "
+        f"WHERE {d.json_text(value, 'outcome')} {d.distinct} '{CIRCUIT_OPEN}' "
+        f"ORDER BY {order} DESC LIMIT 1"
+    )
+    moved = " OR ".join(
+        f"{d.json_text('last_tried.v', key)} {d.distinct} {d.first_text('attempts', key)}"
+        for key in ("provider", "upstream_model")
+    )
+    return (
+        f"(CASE WHEN {d.json_length('attempts')} > 1 AND EXISTS (SELECT 1 FROM ({last}) AS "
+        f"last_tried WHERE {d.json_text('last_tried.v', 'outcome')} IN ({_quoted(ANSWERS)}) "
+        f"AND ({moved})) THEN 1 ELSE 0 END)"
+    )
+
+
+def summary_sql(by: str, f: Filters) -> str:
+    """One row per group: the counts and sums of `GroupSummary` (percentiles and stop reasons
+    come from `percentile_sql` and `stop_reason_sql`)."""
+    d = f.dialect
+    gen = f"CASE WHEN {IS_GENERATE} THEN"
+    return (
+        f"SELECT {group_expr(by)} AS g, "
+        f"SUM({gen} 1 ELSE 0 END), "
+        f"SUM({gen} CASE WHEN {IS_ERROR} THEN 1 ELSE 0 END ELSE 0 END), "
+        f"SUM({gen} {IS_TRUNCATED} ELSE 0 END), "
+        f"SUM({gen} {d.json_length('withheld_tool_calls')} ELSE 0 END), "
+        f"SUM({gen} {d.json_length('parse_failures')} ELSE 0 END), "
+        f"SUM({gen} CASE WHEN cut_reason = 'missing_terminator' THEN 1 ELSE 0 END ELSE 0 END), "
+        f"SUM({gen} COALESCE(input_tokens, 0) ELSE 0 END), "
+        f"SUM({gen} COALESCE(output_tokens, 0) ELSE 0 END), "
+        f"SUM({gen} CASE WHEN dropped_fields IS NOT NULL AND "
+        f"{d.json_length('dropped_fields')} > 0 THEN 1 ELSE 0 END ELSE 0 END), "
+        f"SUM({gen} CASE WHEN {tries(d)} > 1 THEN 1 ELSE 0 END ELSE 0 END), "
+        f"SUM({gen} {fell_back(d)} ELSE 0 END), "
+        "SUM(cost_usd), "
+        f"SUM({gen} CASE WHEN cost_usd IS NULL AND stop_reason IS NOT NULL THEN 1 ELSE 0 END "
+        "ELSE 0 END), "
+        f"SUM(CASE WHEN {IS_GENERATE} THEN 0 ELSE 1 END) "
+        f"FROM {TABLE}{f.where()} GROUP BY g"
+    )
+
+
+def stop_reason_sql(by: str, f: Filters) -> str:
+    return (
+        f"SELECT {group_expr(by)} AS g, {STOP_KEY} AS s, COUNT(*) FROM {TABLE}"
+        f"{f.where(IS_GENERATE)} GROUP BY g, s"
+    )
+
+
+# The times `gateway audit` takes percentiles of, in milliseconds (AuditRecord.ttfb_ms, total_ms).
+TIMES: Final = {
+    "ttfb": ("first_byte_at", "(first_byte_at - started_at) * 1000"),
+    "total": ("ended_at", "(ended_at - started_at) * 1000"),
+}
+
+
+def percentile_sql(by: str, time: str, percents: tuple[int, ...], f: Filters) -> str:
+    """(group, rank, count, value) at the nearest rank ceil(p/100 * n) of each percent: an
+    observed value, as `gateway.audit.report.percentile` takes it."""
+    column, value = TIMES[time]
+    ranks = " OR ".join(f"rn = ({p} * n + 99) / 100" for p in percents)
+    return (
+        "SELECT g, rn, n, v FROM (SELECT g, v, "
+        "ROW_NUMBER() OVER (PARTITION BY g ORDER BY v) AS rn, "
+        "COUNT(*) OVER (PARTITION BY g) AS n FROM "
+        f"(SELECT {group_expr(by)} AS g, {value} AS v FROM {TABLE}"
+        f"{f.where(IS_GENERATE, f'{column} IS NOT NULL')}) AS timed) AS ranked WHERE {ranks}"
+    )
+
+
+def series_sql(step: int, f: Filters) -> str:
+    """Per time bucket, provider and stop reason: answers, cut answers, retried ones, those a
+    fallback answered, and their cost (every operation's)."""
+    d = f.dialect
+    return (
+        f"SELECT {d.bucket('started_at', str(step))} AS t, {group_expr('provider')} AS g, "
+        f"CASE WHEN {IS_GENERATE} THEN {STOP_KEY} ELSE NULL END AS s, "
+        f"SUM(CASE WHEN {IS_GENERATE} THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN {IS_GENERATE} THEN {IS_TRUNCATED} ELSE 0 END), "
+        f"SUM(CASE WHEN {IS_GENERATE} AND {tries(d)} > 1 THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN {IS_GENERATE} THEN {fell_back(d)} ELSE 0 END), "
+        "SUM(cost_usd) "
+        f"FROM {TABLE}{f.where()} GROUP BY t, g, s"
+    )
+
+
+def cut_reason_sql(f: Filters) -> str:
+    return (
+        f"SELECT COALESCE(cut_reason, '{NO_PROVIDER}') AS r, COUNT(*) FROM {TABLE}"
+        f"{f.where(IS_GENERATE, 'truncated')} GROUP BY r"
+    )
+
+
+def withheld_tools_sql(f: Filters, limit: int) -> str:
+    """Withheld tool calls per tool name, most first (at most `limit` names)."""
+    d = f.dialect
+    value, elements = d.json_elements("withheld_tool_calls")
+    where = f.where(IS_GENERATE, f"{d.json_length('withheld_tool_calls')} > 0")
+    return (
+        f"SELECT name, calls FROM (SELECT COALESCE({d.json_text(value, 'name')}, '') AS name, "
+        f"COUNT(*) AS calls FROM {TABLE} CROSS JOIN {elements}{where} GROUP BY name) AS tools "
+        f"ORDER BY calls DESC, name{d.byte_order} LIMIT {int(limit)}"
+    )
+
+
+def latest_cut_sql(f: Filters, limit: int) -> str:
+    """The latest cut exchanges, newest first, ties by id (as `gateway audit --truncated`)."""
+    return (
+        "SELECT id, started_at, provider, model, cut_reason, withheld_tool_calls, ended_by "
+        f"FROM {TABLE}{f.where('truncated')} "
+        f"ORDER BY started_at DESC, id{f.dialect.byte_order} DESC LIMIT {f.bind(int(limit))}"
+    )
+
+
+def choices_sql(column: str, f: Filters) -> str:
+    """The distinct values of `column` in the window (the filters' drop-downs)."""
+    return (
+        f"SELECT g FROM (SELECT DISTINCT {group_expr(column)} AS g FROM {TABLE}{f.where()}) "
+        f"AS found ORDER BY g{f.dialect.byte_order}"
+    )

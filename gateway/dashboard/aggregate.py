@@ -9,6 +9,7 @@ it never sees a record.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -25,6 +26,7 @@ from gateway.audit.report import (
 from gateway.audit.store import AuditStore
 from gateway.dashboard import sql
 from gateway.dashboard.sql import DIALECTS, Filters
+from gateway.events import StopReason
 
 PERCENTS: Final = (50, 95)
 TOOL_NAMES: Final = 20  # tool names in the withheld-calls panel
@@ -56,61 +58,84 @@ async def _read(
     return await store.read(text, filters.params)
 
 
-async def summarize(store: AuditStore, by: str, window: Window) -> list[GroupSummary]:
-    """`gateway.audit.report.summarize` over the window's records, computed by the database."""
+@dataclass(slots=True)
+class Figures:
+    """A group's additive figures, as `summary_sql` returns them: the integers of
+    `sql.SUMMARY_FIELDS`, the known costs' sum, the answers per stop reason."""
+
+    counts: dict[str, int]
+    cost: float | None
+    stops: dict[str, int]
+
+    def add(self, other: Figures) -> None:
+        for name, value in other.counts.items():
+            self.counts[name] += value
+        if other.cost is not None:
+            self.cost = other.cost if self.cost is None else math.fsum((self.cost, other.cost))
+        for name, value in other.stops.items():
+            self.stops[name] += value
+
+
+async def _figures(
+    store: AuditStore, by: tuple[str, ...], window: Window
+) -> dict[tuple[str, ...], Figures]:
     rows = await _read(store, window, lambda f: sql.summary_sql(by, f))
-    stops: dict[str, dict[str, int]] = {}
-    for group, key, count in await _read(store, window, lambda f: sql.stop_reason_sql(by, f)):
-        stops.setdefault(group, {})[key] = int(count)
+    found = {}
+    width, counted = len(by), len(sql.SUMMARY_FIELDS)
+    for row in rows:
+        values = row[width:]
+        counts = {name: int(v or 0) for name, v in zip(sql.SUMMARY_FIELDS, values, strict=False)}
+        answers = (int(v or 0) for v in values[1 + counted :])
+        stops = dict(zip(sql.COUNTED_STOPS, answers, strict=True))
+        stops[StopReason.UNKNOWN.value] = counts["requests"] - sum(stops.values())
+        cost = values[counted]
+        found[tuple(row[:width])] = Figures(counts, None if cost is None else float(cost), stops)
+    return found
+
+
+def _folded(figures: dict[tuple[str, ...], Figures], at: int) -> dict[str, Figures]:
+    """The figures of a finer grouping summed up to the groups of its `at`-th column."""
+    folded: dict[str, Figures] = {}
+    for key, own in figures.items():
+        into = folded.get(key[at])
+        if into is None:
+            folded[key[at]] = Figures(dict(own.counts), own.cost, dict(own.stops))
+        else:
+            into.add(own)
+    return folded
+
+
+async def _summaries(
+    store: AuditStore, by: str, window: Window, figures: dict[str, Figures]
+) -> list[GroupSummary]:
     times = {time: await _percentiles(store, by, time, window) for time in sorted(sql.TIMES)}
     summaries = []
-    for row in rows:
-        group = row[0]
-        (
-            requests,
-            errors,
-            truncated,
-            withheld,
-            parse_failures,
-            missing_terminators,
-            input_tokens,
-            output_tokens,
-            dropped,
-            retried,
-            fallbacks,
-        ) = (int(v or 0) for v in row[1:12])
-        cost, cost_unknown, others = row[12], int(row[13] or 0), int(row[14] or 0)
-        found = stops.get(group, {})
+    for group, own in figures.items():
+        requests = own.counts["requests"]
         ttfb = times["ttfb"].get(group, {})
         total = times["total"].get(group, {})
         summaries.append(
             GroupSummary(
                 by=by,
                 group=group,
-                requests=requests,
-                errors=errors,
-                stop_reasons={key: found.get(key, 0) for key in STOP_REASON_KEYS},
-                truncated=truncated,
-                truncated_rate=truncated / requests if requests else 0.0,
-                withheld_tool_calls=withheld,
-                parse_failures=parse_failures,
-                missing_terminators=missing_terminators,
+                stop_reasons={key: own.stops[key] for key in STOP_REASON_KEYS},
+                truncated_rate=own.counts["truncated"] / requests if requests else 0.0,
                 ttfb_p50_ms=ttfb.get(50),
                 ttfb_p95_ms=ttfb.get(95),
                 total_p50_ms=total.get(50),
                 total_p95_ms=total.get(95),
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                dropped_fields=dropped,
-                retried=retried,
-                fallbacks=fallbacks,
-                cost_usd=None if cost is None else float(cost),
-                cost_unknown=cost_unknown,
-                other_operations=others,
+                cost_usd=own.cost,
+                **own.counts,
             )
         )
     summaries.sort(key=lambda s: (-s.requests, s.group))
     return summaries
+
+
+async def summarize(store: AuditStore, by: str, window: Window) -> list[GroupSummary]:
+    """`gateway.audit.report.summarize` over the window's records, computed by the database."""
+    figures = await _figures(store, (by,), window)
+    return await _summaries(store, by, window, {key[0]: own for key, own in figures.items()})
 
 
 async def _percentiles(
@@ -194,11 +219,17 @@ async def series(store: AuditStore, window: Window, step: int) -> list[dict[str,
 
 async def overview(store: AuditStore, window: Window, step: int) -> dict[str, Any]:
     """Every panel of the dashboard page, for the window and its filters."""
-    by_provider = await summarize(store, "provider", window)
-    by_model = await summarize(store, "model", window)
-    choices = Window(window.since, window.until)  # the drop-downs ignore the filters
-    providers = await _read(store, choices, lambda f: sql.choices_sql("provider", f))
-    models = await _read(store, choices, lambda f: sql.choices_sql("model", f))
+    # One pass for the additive figures of both groupings; the percentiles need their own.
+    figures = await _figures(store, ("provider", "model"), window)
+    by_provider = await _summaries(store, "provider", window, _folded(figures, 0))
+    by_model = await _summaries(store, "model", window, _folded(figures, 1))
+    if window.provider is None and window.model is None:  # the groups are every choice
+        providers = [(s.group,) for s in by_provider]
+        models = [(s.group,) for s in by_model]
+    else:  # the drop-downs ignore the filters
+        choices = Window(window.since, window.until)
+        providers = await _read(store, choices, lambda f: sql.choices_sql("provider", f))
+        models = await _read(store, choices, lambda f: sql.choices_sql("model", f))
     cut_reasons = await _read(store, window, sql.cut_reason_sql)
     tools = await _read(store, window, lambda f: sql.withheld_tools_sql(f, TOOL_NAMES))
     return {
@@ -210,8 +241,8 @@ async def overview(store: AuditStore, window: Window, step: int) -> dict[str, An
             "step": step,
         },
         "choices": {
-            "providers": [row[0] for row in providers],
-            "models": [row[0] for row in models],
+            "providers": sorted(row[0] for row in providers),
+            "models": sorted(row[0] for row in models),
         },
         "totals": totals(by_provider),
         "by_provider": [summary_object(s) for s in by_provider],

@@ -167,13 +167,46 @@ def fell_back(d: Dialect) -> str:
     )
 
 
-def summary_sql(by: str, f: Filters) -> str:
-    """One row per group: the counts and sums of `GroupSummary` (percentiles and stop reasons
-    come from `percentile_sql` and `stop_reason_sql`)."""
+# The stop reasons a summary counts one by one; `unknown` is what is left of the answers (a
+# reason outside the closed set is counted as unknown, as the gateway normalizes it).
+COUNTED_STOPS: Final = (
+    *(r for r in STOP_REASONS if r != StopReason.UNKNOWN.value),
+    NO_STOP_REASON,
+)
+
+# The integer columns of `summary_sql` after the group, by `GroupSummary` field name.
+SUMMARY_FIELDS: Final = (
+    "requests",
+    "errors",
+    "truncated",
+    "withheld_tool_calls",
+    "parse_failures",
+    "missing_terminators",
+    "input_tokens",
+    "output_tokens",
+    "dropped_fields",
+    "retried",
+    "fallbacks",
+    "cost_unknown",
+    "other_operations",
+)
+
+
+def summary_sql(by: tuple[str, ...], f: Filters) -> str:
+    """One row per group of the `by` columns: the group's values, the integers of
+    `SUMMARY_FIELDS`, the cost, then the answers per stop reason of `COUNTED_STOPS` (the
+    percentiles come from `percentile_sql`)."""
     d = f.dialect
     gen = f"CASE WHEN {IS_GENERATE} THEN"
+    groups = ", ".join(f"{group_expr(column)} AS g{i}" for i, column in enumerate(by))
+    stops = ", ".join(
+        f"SUM({gen} CASE WHEN stop_reason IS NULL THEN 1 ELSE 0 END ELSE 0 END)"
+        if reason == NO_STOP_REASON
+        else f"SUM({gen} CASE WHEN stop_reason = '{reason}' THEN 1 ELSE 0 END ELSE 0 END)"
+        for reason in COUNTED_STOPS
+    )
     return (
-        f"SELECT {group_expr(by)} AS g, "
+        f"SELECT {groups}, "
         f"SUM({gen} 1 ELSE 0 END), "
         f"SUM({gen} CASE WHEN {IS_ERROR} THEN 1 ELSE 0 END ELSE 0 END), "
         f"SUM({gen} {IS_TRUNCATED} ELSE 0 END), "
@@ -186,18 +219,12 @@ def summary_sql(by: str, f: Filters) -> str:
         f"{d.json_length('dropped_fields')} > 0 THEN 1 ELSE 0 END ELSE 0 END), "
         f"SUM({gen} CASE WHEN {tries(d)} > 1 THEN 1 ELSE 0 END ELSE 0 END), "
         f"SUM({gen} {fell_back(d)} ELSE 0 END), "
-        "SUM(cost_usd), "
         f"SUM({gen} CASE WHEN cost_usd IS NULL AND stop_reason IS NOT NULL THEN 1 ELSE 0 END "
         "ELSE 0 END), "
-        f"SUM(CASE WHEN {IS_GENERATE} THEN 0 ELSE 1 END) "
-        f"FROM {TABLE}{f.where()} GROUP BY g"
-    )
-
-
-def stop_reason_sql(by: str, f: Filters) -> str:
-    return (
-        f"SELECT {group_expr(by)} AS g, {STOP_KEY} AS s, COUNT(*) FROM {TABLE}"
-        f"{f.where(IS_GENERATE)} GROUP BY g, s"
+        f"SUM(CASE WHEN {IS_GENERATE} THEN 0 ELSE 1 END), "
+        "SUM(cost_usd), "
+        f"{stops} "
+        f"FROM {TABLE}{f.where()} GROUP BY {', '.join(f'g{i}' for i in range(len(by)))}"
     )
 
 

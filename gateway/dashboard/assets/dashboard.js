@@ -240,7 +240,7 @@
 
   // A frame with a time axis and a y axis from 0 to `top`; returns the scales.
   function frame(container, domain, top, format) {
-    const width = chartWidth(container), height = 220, pad = { l: 58, r: 12, t: 10, b: 26 };
+    const width = chartWidth(container), height = 220, pad = { l: 58, r: 24, t: 10, b: 26 };
     container.replaceChildren();
     const svg = svgElement("svg", { viewBox: `0 0 ${width} ${height}`, role: "img" }, container);
     const x = (t) => pad.l + ((t - domain[0]) / (domain[1] - domain[0])) * (width - pad.l - pad.r);

@@ -174,6 +174,12 @@ def build_app(
         lambda: {name: p.pool_stats() for name, p in providers.items()}
     )
     observer = ExchangeObserver(metrics)
+    if settings.telemetry.export is not None:  # OpenTelemetry is imported only then
+        from gateway.otel import export_spans
+
+        # Before the audit writer's: cleanup runs in reverse, so spans flush after the writer
+        # waited for the exchanges still running.
+        app.cleanup_ctx.append(export_spans(settings, observer, metrics))
     responses = settings.responses
     response_store = open_response_store(
         responses.store, responses.ttl, responses.max_entries, responses.max_bytes

@@ -1,15 +1,21 @@
-"""Where a finished exchange goes: metrics, one structured log line, the audit writer."""
+"""Where a finished exchange goes: metrics, its span (when spans are exported), one structured log
+line, the audit writer."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from gateway import logs
 from gateway.audit.record import AuditRecord
 from gateway.audit.writer import AuditWriter
+from gateway.client_request import ClientRequest
 from gateway.metrics import GatewayMetrics, is_upstream_error
+
+if TYPE_CHECKING:  # imported only when spans are exported: it loads OpenTelemetry
+    from gateway.otel import Spans
 
 log = logging.getLogger("gateway.exchange")
 
@@ -21,6 +27,7 @@ class ExchangeObserver:
         # Called first with each finished record (gateway.access: releases what the exchange
         # held, counts its tokens); None when no access checks are configured.
         self.settle: Callable[[AuditRecord], Awaitable[None]] | None = None
+        self.spans: Spans | None = None  # set while OpenTelemetry export runs (gateway.otel)
         self.in_flight = 0  # exchanges started whose record is not yet handed to the writer
         self._idle = asyncio.Event()
         self._idle.set()
@@ -41,26 +48,27 @@ class ExchangeObserver:
             return False
         return True
 
-    def finished_now(self, record: AuditRecord) -> bool:
+    def finished_now(self, record: AuditRecord, request: ClientRequest | None = None) -> bool:
         """Hand the record over without waiting, when nothing has to be waited for (no access
         checks to settle, room in the audit queue); False: nothing was done, await `finished`.
-        Most exchanges end here: no task, no await."""
+        Most exchanges end here: no task, no await. `request`: the client's, read only for its
+        trace context when spans are exported."""
         writer = self.writer
         if self.settle is not None or (writer is not None and writer.full):
             return False
         try:
-            self._report(record)
+            self._report(record, request)
             if writer is not None:
                 writer.submit_nowait(record)
         finally:
             self._ended()
         return True
 
-    async def finished(self, record: AuditRecord) -> None:
+    async def finished(self, record: AuditRecord, request: ClientRequest | None = None) -> None:
         try:
             if self.settle is not None:
                 await self._settle(record, self.settle)
-            self._report(record)
+            self._report(record, request)
             if self.writer is not None:
                 await self.writer.submit(record)
         finally:
@@ -80,9 +88,12 @@ class ExchangeObserver:
         except Exception as exc:  # a bug there must not cost the exchange its record
             log.error("settling the exchange's limits failed (%s)", type(exc).__name__)
 
-    def _report(self, record: AuditRecord) -> None:
-        """Metrics and the exchange's log line."""
+    def _report(self, record: AuditRecord, request: ClientRequest | None) -> None:
+        """Metrics, the span and the exchange's log line."""
         self.metrics.observe(record)
+        spans = self.spans
+        if spans is not None:
+            spans.add(record, request)
         if is_upstream_error(record.error_class):
             log.warning(
                 "upstream error: %s (HTTP %s)",

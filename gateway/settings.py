@@ -47,6 +47,7 @@ from gateway.settings_fields import parse_size as _size
 from gateway.settings_price import PriceSettings
 from gateway.settings_providers import ProviderSettings
 from gateway.settings_resilience import CircuitSettings, RetrySettings, TargetSettings
+from gateway.settings_telemetry import LoggingSettings, TelemetrySettings, resolve_export
 
 _GLOB_CHARS: Final = frozenset("*?[")
 
@@ -166,6 +167,8 @@ class Settings(_Frozen):
     admin: AdminSettings = AdminSettings()
     limits: LimitsSettings = LimitsSettings()
     state: StateSettings = StateSettings()
+    logging: LoggingSettings = LoggingSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
 
     @model_validator(mode="after")
     def _keys_are_distinct(self) -> Settings:
@@ -247,7 +250,20 @@ def parse_settings(
         raise ConfigError(source, exc.problems) from None
     settings = _with_audit_store_located(settings, config_dir, env)
     settings = _with_keys_hashed(settings, source, env)
+    settings = _with_span_export(settings, source, env)
     return _with_responses_store_located(settings, config_dir)
+
+
+def _with_span_export(settings: Settings, source: str | None, env: Mapping[str, str]) -> Settings:
+    """`[telemetry]` and the OTEL_* variables resolved once (gateway.settings_telemetry)."""
+    try:
+        export = resolve_export(settings.telemetry, env)
+    except ConfigError as exc:
+        raise ConfigError(source, exc.problems) from None
+    if export is None:
+        return settings
+    telemetry = settings.telemetry.model_copy(update={"export": export})
+    return settings.model_copy(update={"telemetry": telemetry})
 
 
 def _with_keys_hashed(settings: Settings, source: str | None, env: Mapping[str, str]) -> Settings:
@@ -335,6 +351,7 @@ __all__ = [
     "ConfigError",
     "KeySettings",
     "LimitsSettings",
+    "LoggingSettings",
     "ProviderSettings",
     "ResolvedRoute",
     "ResolvedTarget",
@@ -345,6 +362,7 @@ __all__ = [
     "Settings",
     "StateSettings",
     "TargetSettings",
+    "TelemetrySettings",
     "TruncationSettings",
     "default_settings",
     "hash_key",

@@ -6,10 +6,10 @@
         print(line.render(), file=sys.stderr)
 
 The report names the configuration file, each provider and where its key comes from (never the
-key), the number of routes, the audit store, and the gateway keys (their names) or, without
-any, that only loopback clients should reach it; it warns about an unset key variable, a route
-an earlier one shadows, model names a mock answers, and a gateway without keys listening beyond
-loopback. It is a pure function of its arguments.
+key), the number of routes, the audit store, where spans go when exported, and the gateway keys
+(their names) or, without any, that only loopback clients should reach it; it warns about an
+unset key variable, a route an earlier one shadows, model names a mock answers, and a gateway
+without keys listening beyond loopback. It is a pure function of its arguments.
 """
 
 from __future__ import annotations
@@ -102,6 +102,10 @@ def startup_report(
     info.append(Line("info", f"routes: {len(settings.routes)}"))
     info.append(Line("info", f"audit store: {store_location(audit_store)}"))
     info.append(Line("info", f"responses store: {_describe_responses(settings, workers)}"))
+    export = settings.telemetry.export
+    if export is not None:
+        spans = f"spans of service {export.service_name!r} to {export.url} ({export.origin})"
+        info.append(Line("info", f"OpenTelemetry: {spans}"))
     info += [Line("info", text) for text in _access(settings, host)]
     if workers is not None and workers.count > 1:
         info.append(Line("info", f"workers: {workers.count} ({workers.origin})"))
@@ -249,9 +253,12 @@ def _built_in_upstreams() -> dict[str, tuple[str, str]]:
 
 class _EveryVariableSet(Mapping[str, str]):
     """An environment in which every variable is set: the built-in default with every provider,
-    telling which key variable would route each of its routes to a real upstream."""
+    telling which key variable would route each of its routes to a real upstream. OpenTelemetry's
+    variables are not keys: they stay unset (span export off)."""
 
     def __getitem__(self, name: str) -> str:
+        if name.startswith("OTEL_"):
+            raise KeyError(name)
         return "set"
 
     def __iter__(self) -> Iterator[str]:

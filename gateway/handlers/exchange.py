@@ -177,8 +177,8 @@ async def serve(
             gateway.running.discard(task)
         assert gateway.pricer is not None  # Gateway.__post_init__
         _close_record(exchange, response, request, gateway.pricer)
-        if not gateway.observer.finished_now(record):
-            await asyncio.shield(gateway.observer.finished(record))
+        if not gateway.observer.finished_now(record, request):
+            await asyncio.shield(gateway.observer.finished(record, request))
     return response
 
 

@@ -1,5 +1,5 @@
-"""The command line: `gateway serve [--config PATH] [--host H] [--port P] [--workers N]`,
-`gateway audit`, `gateway keys hash|new` and `gateway bench`."""
+"""The command line: `gateway serve [--config PATH] [--host H] [--port P] [--workers N]
+[--log-level L] [--log-format F]`, `gateway audit`, `gateway keys hash|new` and `gateway bench`."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from gateway.bench.arguments import add_bench_parser
 from gateway.listen import ListenAddress, listen_failure, open_listeners, reserve_address
 from gateway.serving import Serving, StartupFailed, run_server
 from gateway.settings import ConfigError, Settings, load_settings
+from gateway.settings_telemetry import LOG_FORMATS, LOG_LEVELS
 from gateway.startup import ConfigSource, config_source, startup_report, store_location
 from gateway.supervisor import supervise
 from gateway.workers import plan_workers
@@ -70,6 +71,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=worker_count,
         help="processes sharing the port (overrides [server] workers; default: one per core)",
     )
+    serve.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=LOG_LEVELS,
+        help="the lowest level logged (overrides [logging] level; default info); warning and "
+        "above leave out the line per exchange",
+    )
+    serve.add_argument(
+        "--log-format",
+        type=str.lower,
+        choices=LOG_FORMATS,
+        help="json, console (a readable line each) or auto: console when stderr is a terminal, "
+        "else json (overrides [logging] format; default auto)",
+    )
     add_audit_parser(commands)
     add_keys_parser(commands)
     add_bench_parser(commands)
@@ -100,6 +115,8 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     except ConfigError as exc:
         print(str(ConfigError(source.label(), exc.problems)), file=sys.stderr)
         return 2
+    settings = with_log_flags(settings, args)
+    logs.configure(settings.logging.level, form=settings.logging.format)
     try:
         plan = plan_workers(args.workers, settings, source)
     except ConfigError as exc:
@@ -131,6 +148,15 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         print(f"gateway serve: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def with_log_flags(settings: Settings, args: argparse.Namespace) -> Settings:
+    """`--log-level` and `--log-format` win over `[logging]`; workers get the settings."""
+    given = {"level": args.log_level, "format": args.log_format}
+    flags = {key: value for key, value in given.items() if value is not None}
+    if not flags:
+        return settings
+    return settings.model_copy(update={"logging": settings.logging.model_copy(update=flags)})
 
 
 def _print_listening(shown_host: str, port: int) -> None:

@@ -1,4 +1,5 @@
-"""Structured logs: one JSON object per line on stderr.
+"""Structured logs: one JSON object per line on stderr (or, for a terminal, one readable line:
+gateway.log_console; `configure` chooses).
 
 Fields given through `extra=` become top-level keys; the standard LogRecord attributes other
 than the time, level, logger and message are left out. A call site with many fields passes them
@@ -24,7 +25,7 @@ import orjson
 
 FIELDS = "fields"  # an extra= key whose dict value is merged into the line
 
-_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
     "asctime",
     "taskName",
@@ -80,7 +81,7 @@ class JsonFormatter(logging.Formatter):
             line.update(fields)
         else:
             for key, value in extra.items():
-                if key not in _STANDARD and not key.startswith("_"):
+                if key not in STANDARD_ATTRIBUTES and not key.startswith("_"):
                     line[key] = value
         if record.exc_info and record.exc_info[0] is not None:
             line["exception_class"] = record.exc_info[0].__name__
@@ -167,22 +168,46 @@ class LoopBatchedHandler(logging.StreamHandler[TextIO]):
 
 LINGER: Final = 0.05  # seconds an info line may wait to be written with others
 BATCH: Final = 65536  # characters waiting that are written at once
+LEVELS: Final = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
-def configure(level: int = logging.INFO, always: Mapping[str, Any] | None = None) -> None:
+def configure(
+    level: int | str = logging.INFO, always: Mapping[str, Any] | None = None, form: str = "json"
+) -> None:
+    """Log lines at `level` (a number, or a name of LEVELS) and above to stderr, in `form`:
+    "json", "console" (gateway.log_console), or "auto" (console when stderr is a terminal)."""
     # The logging HOWTO's optimizations: no caller frame lookup, no thread or process names
     # gathered per record; the lines never carry them.
     logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
+    if isinstance(level, str):
+        level = LEVELS[level]
     handler = LoopBatchedHandler(sys.stderr, batching=False)
-    handler.setFormatter(JsonFormatter(always))
+    if form == "console" or (form == "auto" and _is_terminal(sys.stderr)):
+        from gateway.log_console import ConsoleFormatter
+
+        handler.setFormatter(ConsoleFormatter(always))
+    else:
+        handler.setFormatter(JsonFormatter(always))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
     # aiohttp's access log would repeat each exchange without the audit fields
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # replaced, or closed
+        return False
 
 
 def batch_lines() -> None:

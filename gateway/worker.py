@@ -31,7 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     channel = socket.socket(fileno=int(args[0]))
     spec = read_spec(channel)
-    logs.configure(always={"worker": spec.index})
+    form = spec.settings.logging  # `--log-level` and `--log-format` included (gateway.cli)
+    logs.configure(form.level, always={"worker": spec.index}, form=form.format)
     shared = PrivateDir(spec.private_dir)
     shared.join()
     sockets = [socket.socket(fileno=fd) for fd in spec.sockets]

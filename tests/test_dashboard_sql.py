@@ -130,6 +130,29 @@ async def test_missing_provider_filter_and_latest_cut(kind: str, tmp_path: Path)
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
+async def test_latest_cut_ties_in_gateway_audits_order(kind: str, tmp_path: Path) -> None:
+    """Cut exchanges started at the same instant, some past the limit: the same ones, in the
+    same order, as `gateway audit --truncated --limit` prints."""
+    rng = random.Random(5)
+    tied = [random_record(i, rng) for i in range(12)]
+    for i, record in enumerate(tied):
+        record.started_at = T0 + (i % 2)  # two instants, six records each
+        record.truncated, record.cut_reason = True, "length"
+    async with open_backend(kind, tmp_path) as backend:
+        store = backend.store()
+        await store.open()
+        await store.write(tied)
+        for limit in (3, 8, 20):
+            printed = orjson.loads(
+                await run_audit(
+                    store, since=None, by="provider", fmt="json", truncated=True, limit=limit
+                )
+            )
+            got = await aggregate.latest_cut(store, Window(), limit)
+            assert [t.id for t in got] == [p["id"] for p in printed]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
 async def test_api_json_equals_gateway_audit_json(kind: str, tmp_path: Path) -> None:
     """What `gateway audit --format json` prints (its own code, run over the same store) and what
     the dashboard's summary holds are the same objects."""

@@ -285,11 +285,16 @@ def withheld_tools_sql(f: Filters, limit: int) -> str:
 
 
 def latest_cut_sql(f: Filters, limit: int) -> str:
-    """The latest cut exchanges, newest first, ties by id (as `gateway audit --truncated`)."""
+    """The latest `limit` cut exchanges, newest first, as `gateway audit --truncated` lists
+    them: its store picks the latest by time, then id, both descending; equal times are then
+    listed in id order (byte by byte)."""
+    order = f"id{f.dialect.byte_order}"
     return (
-        "SELECT id, started_at, provider, model, cut_reason, withheld_tool_calls, ended_by "
+        "SELECT id, started_at, provider, model, cut_reason, withheld_tool_calls, ended_by FROM "
+        "(SELECT id, started_at, provider, model, cut_reason, withheld_tool_calls, ended_by "
         f"FROM {TABLE}{f.where('truncated')} "
-        f"ORDER BY started_at DESC, id{f.dialect.byte_order} DESC LIMIT {f.bind(int(limit))}"
+        f"ORDER BY started_at DESC, {order} DESC LIMIT {f.bind(int(limit))}) AS latest "
+        f"ORDER BY started_at DESC, {order}"
     )
 
 

@@ -29,19 +29,9 @@ import pytest
 from gateway.audit.record import AuditRecord
 from gateway.log_console import ConsoleFormatter
 from gateway.logs import FIELDS
+from tests.mock_config import mock_config
 from tests.test_shutdown import GATEWAY, GatewayProcess, clean_env
 
-CONFIG = """
-[providers.mock]
-kind = "mock"
-
-[[routes]]
-match = "mock-*"
-provider = "mock"
-
-[audit]
-store = "sqlite:///{db}"
-"""
 # HH:MM:SS.mmm LEVEL exchange id=... ... 12ms
 CONSOLE_EXCHANGE = re.compile(
     r"^\d\d:\d\d:\d\d\.\d{3} INFO exchange id=(\S+) .* \d+ms( worker=\d)?$"
@@ -50,7 +40,7 @@ CONSOLE_EXCHANGE = re.compile(
 
 def write_config(tmp_path: Path, logging_table: str = "") -> Path:
     path = tmp_path / "gateway.toml"
-    path.write_text(CONFIG.format(db=tmp_path / "trail.db") + logging_table)
+    path.write_text(mock_config(tmp_path / "trail.db", tail=logging_table))
     return path
 
 

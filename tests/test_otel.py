@@ -52,6 +52,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.app import build_app
 from gateway.settings import parse_settings
 from tests.conftest import free_port
+from tests.mock_config import mock_config
 from tests.scenarios import Answer, Tool, script_for
 from tests.served import LoopServers
 from tests.test_shutdown import GatewayProcess
@@ -507,23 +508,8 @@ async def test_every_worker_exports_its_spans(tmp_path):
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     endpoint = f"http://127.0.0.1:{runner.addresses[0][1]}"
     config = tmp_path / "gateway.toml"
-    config.write_text(
-        f"""
-[providers.mock]
-kind = "mock"
-
-[[routes]]
-match = "mock-*"
-provider = "mock"
-
-[audit]
-store = "sqlite:///{tmp_path / "trail.db"}"
-
-[telemetry]
-otlp_endpoint = "{endpoint}"
-batch_delay = "0.05s"
-"""
-    )
+    telemetry = f'\n[telemetry]\notlp_endpoint = "{endpoint}"\nbatch_delay = "0.05s"\n'
+    config.write_text(mock_config(tmp_path / "trail.db", tail=telemetry))
     gateway = GatewayProcess(config, tmp_path, "--workers", "2")
     try:
         base = await gateway.ready()

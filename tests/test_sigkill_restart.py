@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from gateway.audit.writer import AuditWriter
+from tests.mock_config import SERVER, mock_config
 from tests.process_tree import environ, tree
 from tests.test_shutdown import GATEWAY, GatewayProcess, clean_env, records_by_id, sqlite_rows
 
@@ -63,22 +64,7 @@ PROMPT = [{"role": "user", "content": "hi"}]
 
 
 def config_text(db: Path) -> str:
-    return f"""
-[server]
-host = "127.0.0.1"
-port = 0
-
-[providers.mock]
-kind = "mock"
-
-[[routes]]
-match = "mock-*"
-provider = "mock"
-
-[audit]
-store = "sqlite:///{db}"
-queue_size = {QUEUE_SIZE}
-"""
+    return mock_config(db, head=SERVER, audit=f"queue_size = {QUEUE_SIZE}\n")
 
 
 @pytest.fixture

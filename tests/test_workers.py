@@ -34,6 +34,7 @@ import orjson
 import pytest
 
 from tests.access_util import redis_url, sha256
+from tests.mock_config import SERVER, mock_config
 from tests.process_tree import (
     HAS_PROC,
     children,
@@ -61,25 +62,7 @@ WAIT = 30.0  # seconds any awaited condition gets before the test fails
 
 
 def config_text(db: Path, extra: str = "") -> str:
-    return (
-        extra
-        + f"""
-[server]
-host = "127.0.0.1"
-port = 0
-shutdown_grace = 5
-
-[providers.mock]
-kind = "mock"
-
-[[routes]]
-match = "mock-*"
-provider = "mock"
-
-[audit]
-store = "sqlite:///{db}"
-"""
-    )
+    return mock_config(db, head=extra + SERVER + "shutdown_grace = 5\n")
 
 
 @pytest.fixture

@@ -212,6 +212,9 @@ class _Counted(SpanExporter):
         return True
 
 
+_LOW_64: Final = (1 << 64) - 1
+
+
 class Spans:
     """Turns finished exchanges into spans for the batch processor (`add`, on the loop)."""
 
@@ -249,6 +252,9 @@ class Spans:
             export_timeout_millis=telemetry.export_timeout * 1000,
         )
         self._added = 0  # spans handed to the processor; written on the loop only
+        # TraceIdRatioBased's rule: a new trace is sampled when the low 64 bits of its id fall
+        # below the bound, so every service sampling at the same ratio keeps the same traces.
+        self._sample_below = round(telemetry.sample_ratio * (1 << 64))
 
     def add(self, record: AuditRecord, request: ClientRequest | None) -> None:
         """The exchange's span, queued for export; never raises, never waits."""
@@ -273,6 +279,8 @@ class Spans:
         parent = self._parent(request)
         if parent is None:
             trace_id, flags, state = self._ids.generate_trace_id(), _SAMPLED, None
+            if trace_id & _LOW_64 >= self._sample_below:
+                return None  # not in the sampled share of new traces
         elif not parent.trace_flags.sampled:
             return None  # the caller records no trace
         else:

@@ -396,6 +396,22 @@ def test_a_trace_the_caller_does_not_sample_exports_nothing(otel):
     assert otel.collector._find(skipped.headers["x-request-id"]) is None
 
 
+def test_sampling_exports_a_share_of_new_traces_and_follows_the_callers(otel):
+    """`sample_ratio = 0`: no new trace is exported, while a caller's sampled traceparent still
+    has its span (parent-based, as OpenTelemetry's parentbased_traceidratio)."""
+    url = otel.gateway("unsampled", fast(otel.collector_url, sample_ratio=0.0))
+    name = model("oa")
+    otel.upstream.script(name, script_for("openai", Answer(text="ok"), name, False))
+    client = oa(url).chat.completions.with_raw_response
+    new = [client.create(model=name, messages=user()) for _ in range(5)]
+    sampled = f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"
+    followed = client.create(model=name, messages=user(), extra_headers={"traceparent": sampled})
+    otel.collector.span_of(followed.headers["x-request-id"])  # exported after the others
+    for reply in new:
+        assert otel.collector._find(reply.headers["x-request-id"]) is None
+    otel.stop_gateway("unsampled")
+
+
 def metrics(url: str) -> dict[str, float]:
     """Sample name (with labels) -> value, from /metrics."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:

@@ -118,6 +118,8 @@ def test_an_unset_header_variable_is_named():
         ({"headers": {"bad name": "v"}}, {}, "'bad name' is not an HTTP header name"),
         ({"headers": {"x": "SECRET-4\r\nx: y"}}, {}, "a value holds a line break"),
         ({"queue_size": 0}, {}, "telemetry.queue_size"),
+        ({"sample_ratio": 1.5}, {}, "telemetry.sample_ratio"),
+        ({"sample_ratio": -0.1}, {}, "telemetry.sample_ratio"),
         ({"export_timeout": "soon"}, {}, "telemetry.export_timeout: must be seconds"),
     ],
 )

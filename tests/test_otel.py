@@ -488,7 +488,7 @@ def test_a_stalled_collector_holds_no_exchange_and_the_queue_is_bounded(otel, tm
         second = chat.create(model=name, messages=user())  # queued: the queue's one place
         third = chat.create(model=name, messages=user())  # no room: dropped, counted
         assert {first.status_code, second.status_code, third.status_code} == {200}
-        assert stalled.collector.holding == 1 and not stalled.collector.spans
+        assert stalled.collector.holding >= 1 and not stalled.collector.spans
         samples = metrics(url)
         assert samples["gateway_otel_spans_dropped_total{reason=queue_full}"] == 1
         stalled.on_loop(stalled.collector.release)
@@ -497,9 +497,11 @@ def test_a_stalled_collector_holds_no_exchange_and_the_queue_is_bounded(otel, tm
         assert stalled.collector._find(third.headers["x-request-id"]) is None
 
         # Held again, with a span waiting: stopping the app returns all the same (bounded).
+        # (Counted from here: the SDK may have sent the first batch again after its timeout.)
+        held = stalled.collector.holding
         stalled.on_loop(stalled.collector.hold)
         chat.create(model=name, messages=user())
-        until(lambda: stalled.collector.holding == 2, "the next export to be held")
+        until(lambda: stalled.collector.holding > held, "the next export to be held")
         stalled.stop_gateway("stalled")
     finally:
         stalled.on_loop(stalled.collector.release)

@@ -35,6 +35,8 @@ NEVER_BY_DEFAULT = (
     "gateway.formats.aws_eventstream",
     "gateway.audit.command",
     "gateway.audit.render",
+    "gateway.dashboard.api",  # the dashboard's aggregates: on its first API call
+    "gateway.dashboard.aggregate",
     "redis",
     "asyncpg",
     "bpe_openai",

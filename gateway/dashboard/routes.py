@@ -6,9 +6,11 @@
     GET /dashboard/api/summary          `gateway audit --format json`: ?by=provider&since=24h
     GET /dashboard/api/truncated        `gateway audit --truncated --format json`: ?limit=20
 
-The page and its assets hold no data and are served to anyone; every API call is behind the
-admin key once keys are configured (`gateway.access.admin_only`, as /metrics): the page asks for
-the key and sends it as `Authorization: Bearer`. Every answer carries a Content-Security-Policy
+The figures come from `gateway.dashboard.api`, imported on the API's first call: a gateway
+whose dashboard is never opened does not carry the aggregates. The page and its assets hold no
+data and are served to anyone; every API call is behind the admin key once keys are configured
+(`gateway.access.admin_only`, as /metrics): the page asks for the key and sends it as
+`Authorization: Bearer`. Every answer carries a Content-Security-Policy
 that lets the page load and fetch from this origin only: nothing it shows comes from elsewhere,
 and nothing it holds can be sent elsewhere.
 """
@@ -16,29 +18,27 @@ and nothing it holds can be sent elsewhere.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
+from types import ModuleType
 from typing import Any, Final
 
 import orjson
 from aiohttp import web
 
-from gateway.audit.objects import summary_object, truncated_object
-from gateway.audit.report import GROUP_BY, parse_since
 from gateway.audit.store import AuditStore
 from gateway.client_formats import detect
-from gateway.dashboard import aggregate
-from gateway.dashboard.aggregate import Window
-from gateway.errors import GatewayError, InvalidRequest, ServiceUnavailable
+from gateway.errors import GatewayError, ServiceUnavailable
 from gateway.handlers.responses import error_response, new_request_id
 
 log = logging.getLogger("gateway.dashboard")
 
 PREFIX: Final = "/dashboard"
 PAGE: Final = "index.html"
+API: Final = "gateway.dashboard.api"  # the aggregates: imported when first asked for
 ASSETS: Final = {
     "dashboard.js": "text/javascript",
     "dashboard.css": "text/css",
@@ -53,7 +53,6 @@ SECURITY_HEADERS: Final = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-MAX_LIMIT: Final = 1000
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -77,6 +76,7 @@ class Dashboard:
     def __init__(self, source: AuditSource) -> None:
         self.source = source
         self._files: dict[str, bytes] | None = None
+        self._api_module: ModuleType | None = None
 
     async def _file(self, name: str) -> bytes | None:
         if self._files is None:
@@ -95,23 +95,22 @@ class Dashboard:
         return web.Response(body=body, content_type=ASSETS[name], headers=SECURITY_HEADERS)
 
     async def overview(self, request: web.Request) -> web.Response:
-        window, store = self._window(request), self._store()
-        until = window.until if window.until is not None else time.time()
-        step = aggregate.bucket_seconds(window.since, until)
-        return _json(await aggregate.overview(store, window, step))
+        api = await self._api()
+        return _json(await api.overview(self._store(), request.query))
 
     async def summary(self, request: web.Request) -> web.Response:
-        by = request.query.get("by", "provider")
-        if by not in GROUP_BY:
-            raise InvalidRequest(f"by must be one of {', '.join(GROUP_BY)}")
-        window, store = self._window(request), self._store()
-        return _json([summary_object(s) for s in await aggregate.summarize(store, by, window)])
+        api = await self._api()
+        return _json(await api.summary(self._store(), request.query))
 
     async def truncated(self, request: web.Request) -> web.Response:
-        limit = _int(request.query.get("limit", "20"), "limit", 1, MAX_LIMIT)
-        window, store = self._window(request), self._store()
-        cut = await aggregate.latest_cut(store, window, limit)
-        return _json([truncated_object(t) for t in cut])
+        api = await self._api()
+        return _json(await api.truncated(self._store(), request.query))
+
+    async def _api(self) -> ModuleType:
+        """`gateway.dashboard.api`, imported on first use, in a thread (an import reads files)."""
+        if self._api_module is None:
+            self._api_module = await asyncio.to_thread(importlib.import_module, API)
+        return self._api_module
 
     def _store(self) -> AuditStore:
         store = self.source.store
@@ -119,45 +118,11 @@ class Dashboard:
             raise ServiceUnavailable("the audit store is not open", retry_after=1.0)
         return store
 
-    @staticmethod
-    def _window(request: web.Request) -> Window:
-        query = request.query
-        until = _number(query["until"], "until") if query.get("until") else None
-        since: float | None = None
-        if query.get("since") and query["since"] != "all":
-            try:
-                since = (until if until is not None else time.time()) - parse_since(query["since"])
-            except ValueError as exc:
-                raise InvalidRequest(f"since: {exc}") from None
-        return Window(
-            since=since,
-            until=until,
-            provider=query.get("provider") or None,
-            model=query.get("model") if query.get("model") is not None else None,
-        )
-
 
 def _json(value: Any) -> web.Response:
     return web.Response(
         body=orjson.dumps(value), content_type="application/json", headers=SECURITY_HEADERS
     )
-
-
-def _number(text: str, name: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise InvalidRequest(f"{name} must be a number (unix seconds)") from None
-
-
-def _int(text: str, name: str, low: int, high: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = low - 1
-    if not low <= value <= high:
-        raise InvalidRequest(f"{name} must be a whole number from {low} to {high}")
-    return value
 
 
 def _errors_as_json(handler: Handler) -> Handler:

@@ -168,19 +168,14 @@ class LoopBatchedHandler(logging.StreamHandler[TextIO]):
 
 LINGER: Final = 0.05  # seconds an info line may wait to be written with others
 BATCH: Final = 65536  # characters waiting that are written at once
-LEVELS: Final = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-}
 
 
 def configure(
     level: int | str = logging.INFO, always: Mapping[str, Any] | None = None, form: str = "json"
 ) -> None:
-    """Log lines at `level` (a number, or a name of LEVELS) and above to stderr, in `form`:
-    "json", "console" (gateway.log_console), or "auto" (console when stderr is a terminal)."""
+    """Log lines at `level` (a number, or a level's name: "info", "warning"...) and above to
+    stderr, in `form`: "json", "console" (gateway.log_console), or "auto" (console when stderr
+    is a terminal)."""
     # The logging HOWTO's optimizations: no caller frame lookup, no thread or process names
     # gathered per record; the lines never carry them.
     logging._srcfile = None
@@ -188,7 +183,7 @@ def configure(
     logging.logProcesses = False
     logging.logMultiprocessing = False
     if isinstance(level, str):
-        level = LEVELS[level]
+        level = logging.getLevelNamesMapping()[level.upper()]
     handler = LoopBatchedHandler(sys.stderr, batching=False)
     if form == "console" or (form == "auto" and _is_terminal(sys.stderr)):
         from gateway.log_console import ConsoleFormatter

@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib.util
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
@@ -32,8 +32,8 @@ from gateway.settings_fields import parse_duration as _duration
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["json", "console", "auto"]
-LOG_LEVELS: Final = ("debug", "info", "warning", "error")
-LOG_FORMATS: Final = ("json", "console", "auto")
+LOG_LEVELS: Final[tuple[str, ...]] = get_args(LogLevel)
+LOG_FORMATS: Final[tuple[str, ...]] = get_args(LogFormat)
 
 DEFAULT_SERVICE_NAME: Final = "llm-gateway"
 TRACES_PATH: Final = "/v1/traces"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from gateway.audit.objects import summary_object
 from gateway.audit.record import AuditRecord
 from gateway.audit.report import summarize as python_summarize
 from gateway.audit.report import truncated_list
+from gateway.audit.store import AuditStore
 from gateway.dashboard import aggregate
 from gateway.dashboard.aggregate import Window
 from tests.audit_util import BACKENDS, T0, open_backend
@@ -85,6 +88,18 @@ def random_record(i: int, rng: random.Random) -> AuditRecord:
 RECORDS = [random_record(i, random.Random(1000 + i)) for i in range(400)]
 
 
+@asynccontextmanager
+async def filled(
+    kind: str, tmp_path: Path, records: list[AuditRecord] = RECORDS
+) -> AsyncIterator[AuditStore]:
+    """An opened store of `kind` holding `records`."""
+    async with open_backend(kind, tmp_path) as backend:
+        store = backend.store()
+        await store.open()
+        await store.write(records)
+        yield store
+
+
 def normalized(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Costs are float sums (fsum in Python, the database's own SUM): equal to 1e-9 relative."""
     out = []
@@ -99,10 +114,7 @@ def normalized(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("kind", BACKENDS)
 @pytest.mark.parametrize("by", ["provider", "model", "route", "client"])
 async def test_sql_summaries_equal_the_python_report(kind: str, by: str, tmp_path: Path) -> None:
-    async with open_backend(kind, tmp_path) as backend:
-        store = backend.store()
-        await store.open()
-        await store.write(RECORDS)
+    async with filled(kind, tmp_path) as store:
         expected = [summary_object(s) for s in python_summarize(RECORDS, by)]
         got = [summary_object(s) for s in await aggregate.summarize(store, by, Window())]
         assert normalized(got) == normalized(expected)
@@ -118,10 +130,7 @@ async def test_sql_summaries_equal_the_python_report(kind: str, by: str, tmp_pat
 
 @pytest.mark.parametrize("kind", BACKENDS)
 async def test_missing_provider_filter_and_latest_cut(kind: str, tmp_path: Path) -> None:
-    async with open_backend(kind, tmp_path) as backend:
-        store = backend.store()
-        await store.open()
-        await store.write(RECORDS)
+    async with filled(kind, tmp_path) as store:
         nobody = [r for r in RECORDS if not r.provider]
         got = await aggregate.summarize(store, "provider", Window(provider="-"))
         assert [s.group for s in got] == ["-"]
@@ -138,10 +147,7 @@ async def test_latest_cut_ties_in_gateway_audits_order(kind: str, tmp_path: Path
     for i, record in enumerate(tied):
         record.started_at = T0 + (i % 2)  # two instants, six records each
         record.truncated, record.cut_reason = True, "length"
-    async with open_backend(kind, tmp_path) as backend:
-        store = backend.store()
-        await store.open()
-        await store.write(tied)
+    async with filled(kind, tmp_path, tied) as store:
         for limit in (3, 8, 20):
             printed = orjson.loads(
                 await run_audit(
@@ -156,10 +162,7 @@ async def test_latest_cut_ties_in_gateway_audits_order(kind: str, tmp_path: Path
 async def test_api_json_equals_gateway_audit_json(kind: str, tmp_path: Path) -> None:
     """What `gateway audit --format json` prints (its own code, run over the same store) and what
     the dashboard's summary holds are the same objects."""
-    async with open_backend(kind, tmp_path) as backend:
-        store = backend.store()
-        await store.open()
-        await store.write(RECORDS)
+    async with filled(kind, tmp_path) as store:
         for by in ("provider", "model"):
             printed = orjson.loads(
                 await run_audit(store, since=None, by=by, fmt="json", truncated=False, limit=20)
@@ -174,10 +177,7 @@ async def test_api_json_equals_gateway_audit_json(kind: str, tmp_path: Path) -> 
 
 @pytest.mark.parametrize("kind", BACKENDS)
 async def test_overview_panels(kind: str, tmp_path: Path) -> None:
-    async with open_backend(kind, tmp_path) as backend:
-        store = backend.store()
-        await store.open()
-        await store.write(RECORDS)
+    async with filled(kind, tmp_path) as store:
         step = 600
         overview = await aggregate.overview(store, Window(), step)
         answers = [r for r in RECORDS if r.operation == "generate"]

@@ -110,6 +110,12 @@ class TruncatedExchange:
     ended_by: str | None = None  # "client" or "server" when one of them ended it early
 
 
+def nearest_rank(p: int, n: int) -> int:
+    """The 1-based rank of the `p`th percentile of `n` sorted values: ceil(p/100 * n), in
+    integers (no float rounding)."""
+    return (p * n + 99) // 100
+
+
 def percentile(values: Sequence[float], p: int) -> float | None:
     """Nearest-rank percentile of `values` (need not be sorted); None when there are none."""
     if not 0 < p <= 100:
@@ -117,8 +123,7 @@ def percentile(values: Sequence[float], p: int) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
-    rank = (p * len(ordered) + 99) // 100  # ceil(p/100 * n) in integers: no float rounding
-    return ordered[rank - 1]
+    return ordered[nearest_rank(p, len(ordered)) - 1]
 
 
 def group_key(record: AuditRecord, by: str) -> str:

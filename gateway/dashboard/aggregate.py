@@ -9,7 +9,6 @@ it never sees a record.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -22,6 +21,7 @@ from gateway.audit.report import (
     GroupSummary,
     TruncatedExchange,
     iso_utc,
+    nearest_rank,
 )
 from gateway.audit.store import AuditStore
 from gateway.dashboard import sql
@@ -71,7 +71,7 @@ class Figures:
         for name, value in other.counts.items():
             self.counts[name] += value
         if other.cost is not None:
-            self.cost = other.cost if self.cost is None else math.fsum((self.cost, other.cost))
+            self.cost = other.cost if self.cost is None else self.cost + other.cost
         for name, value in other.stops.items():
             self.stops[name] += value
 
@@ -146,7 +146,7 @@ async def _percentiles(
     rows = await _read(store, window, lambda f: sql.percentile_sql(by, time, PERCENTS, f))
     for group, rank, count, value in rows:
         for p in PERCENTS:
-            if rank == (p * count + 99) // 100:
+            if rank == nearest_rank(p, count):
                 found.setdefault(group, {})[p] = float(value)
     return found
 

@@ -39,6 +39,7 @@ log = logging.getLogger("gateway.dashboard")
 PREFIX: Final = "/dashboard"
 PAGE: Final = "index.html"
 API: Final = "gateway.dashboard.api"  # the aggregates: imported when first asked for
+API_CALLS: Final = ("overview", "summary", "truncated")  # its functions, one route each
 ASSETS: Final = {
     "dashboard.js": "text/javascript",
     "dashboard.css": "text/css",
@@ -94,17 +95,14 @@ class Dashboard:
             raise web.HTTPNotFound(headers=SECURITY_HEADERS)
         return web.Response(body=body, content_type=ASSETS[name], headers=SECURITY_HEADERS)
 
-    async def overview(self, request: web.Request) -> web.Response:
-        api = await self._api()
-        return _json(await api.overview(self._store(), request.query))
+    def answer(self, name: str) -> Handler:
+        """The API call `name`: `gateway.dashboard.api`'s function of that name, as JSON."""
 
-    async def summary(self, request: web.Request) -> web.Response:
-        api = await self._api()
-        return _json(await api.summary(self._store(), request.query))
+        async def answered(request: web.Request) -> web.Response:
+            api = await self._api()
+            return _json(await getattr(api, name)(self._store(), request.query))
 
-    async def truncated(self, request: web.Request) -> web.Response:
-        api = await self._api()
-        return _json(await api.truncated(self._store(), request.query))
+        return answered
 
     async def _api(self) -> ModuleType:
         """`gateway.dashboard.api`, imported on first use, in a thread (an import reads files)."""
@@ -156,9 +154,5 @@ def add_dashboard(
     app.router.add_get(PREFIX, dashboard.index)
     app.router.add_get(PREFIX + "/", dashboard.index)
     app.router.add_get(PREFIX + "/assets/{name}", dashboard.asset)
-    for name, handler in (
-        ("overview", dashboard.overview),
-        ("summary", dashboard.summary),
-        ("truncated", dashboard.truncated),
-    ):
-        app.router.add_get(f"{PREFIX}/api/{name}", guard(_errors_as_json(handler)))
+    for name in API_CALLS:
+        app.router.add_get(f"{PREFIX}/api/{name}", guard(_errors_as_json(dashboard.answer(name))))

@@ -133,17 +133,15 @@ IS_ERROR: Final = "(error_class IS NOT NULL OR http_status >= 400)"
 IS_TRUNCATED: Final = "(CASE WHEN truncated THEN 1 ELSE 0 END)"
 
 
-def tries(d: Dialect) -> str:
-    """Attempts that went upstream (`read_attempts(...).tries`): those not skipped for an open
-    circuit. Most records hold one attempt: the JSON is only walked when there are more."""
+def retried(d: Dialect) -> str:
+    """1 when more than one attempt went upstream (`read_attempts(...).tries > 1`; an attempt
+    skipped for an open circuit is not one), else 0. Most records hold one attempt: the JSON is
+    only walked when there are more."""
     value, elements = d.json_elements("attempts")
     return (
-        f"(CASE WHEN {d.json_length('attempts')} > 1 THEN "
-        f"(SELECT COUNT(*) FROM {elements} "
-        f"WHERE {d.json_text(value, 'outcome')} {d.distinct} '{CIRCUIT_OPEN}') "
-        f"ELSE (CASE WHEN {d.json_length('attempts')} = 1 AND "
-        f"{d.first_text('attempts', 'outcome')} {d.distinct} '{CIRCUIT_OPEN}' THEN 1 ELSE 0 END) "
-        "END)"
+        f"(CASE WHEN {d.json_length('attempts')} > 1 AND (SELECT COUNT(*) FROM {elements} "
+        f"WHERE {d.json_text(value, 'outcome')} {d.distinct} '{CIRCUIT_OPEN}') > 1 "
+        "THEN 1 ELSE 0 END)"
     )
 
 
@@ -217,7 +215,7 @@ def summary_sql(by: tuple[str, ...], f: Filters) -> str:
         f"SUM({gen} COALESCE(output_tokens, 0) ELSE 0 END), "
         f"SUM({gen} CASE WHEN dropped_fields IS NOT NULL AND "
         f"{d.json_length('dropped_fields')} > 0 THEN 1 ELSE 0 END ELSE 0 END), "
-        f"SUM({gen} CASE WHEN {tries(d)} > 1 THEN 1 ELSE 0 END ELSE 0 END), "
+        f"SUM({gen} {retried(d)} ELSE 0 END), "
         f"SUM({gen} {fell_back(d)} ELSE 0 END), "
         f"SUM({gen} CASE WHEN cost_usd IS NULL AND stop_reason IS NOT NULL THEN 1 ELSE 0 END "
         "ELSE 0 END), "
@@ -236,8 +234,8 @@ TIMES: Final = {
 
 
 def percentile_sql(by: str, time: str, percents: tuple[int, ...], f: Filters) -> str:
-    """(group, rank, count, value) at the nearest rank ceil(p/100 * n) of each percent: an
-    observed value, as `gateway.audit.report.percentile` takes it."""
+    """(group, rank, count, value) at the nearest rank of each percent (`gateway.audit.report.
+    nearest_rank`, written in SQL): an observed value, as `report.percentile` takes it."""
     column, value = TIMES[time]
     ranks = " OR ".join(f"rn = ({p} * n + 99) / 100" for p in percents)
     return (
@@ -258,7 +256,7 @@ def series_sql(step: int, f: Filters) -> str:
         f"CASE WHEN {IS_GENERATE} THEN {STOP_KEY} ELSE NULL END AS s, "
         f"SUM(CASE WHEN {IS_GENERATE} THEN 1 ELSE 0 END), "
         f"SUM(CASE WHEN {IS_GENERATE} THEN {IS_TRUNCATED} ELSE 0 END), "
-        f"SUM(CASE WHEN {IS_GENERATE} AND {tries(d)} > 1 THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN {IS_GENERATE} THEN {retried(d)} ELSE 0 END), "
         f"SUM(CASE WHEN {IS_GENERATE} THEN {fell_back(d)} ELSE 0 END), "
         "SUM(cost_usd) "
         f"FROM {TABLE}{f.where()} GROUP BY t, g, s"
@@ -299,8 +297,6 @@ def latest_cut_sql(f: Filters, limit: int) -> str:
 
 
 def choices_sql(column: str, f: Filters) -> str:
-    """The distinct values of `column` in the window (the filters' drop-downs)."""
-    return (
-        f"SELECT g FROM (SELECT DISTINCT {group_expr(column)} AS g FROM {TABLE}{f.where()}) "
-        f"AS found ORDER BY g{f.dialect.byte_order}"
-    )
+    """The distinct values of `column` in the window (the filters' drop-downs, sorted by the
+    caller with the groups they may come from)."""
+    return f"SELECT DISTINCT {group_expr(column)} FROM {TABLE}{f.where()}"

@@ -28,7 +28,7 @@ from gateway.app import build_app
 from gateway.audit.command import run_audit
 from gateway.audit.sqlite_store import SQLiteStore
 from gateway.settings import parse_settings
-from tests.access_util import key_table, new_key
+from tests.access_util import key_table, new_key, wait_for
 from tests.served import LoopServers
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -131,11 +131,10 @@ def audit_report(stack: DashboardStack, **options: Any) -> Any:
 
 
 def wait_for_records(stack: DashboardStack, n: int) -> None:
-    for _ in range(100):
-        if sum(g["requests"] for g in audit_report(stack, by="provider", truncated=False)) >= n:
-            return
-        asyncio.run(asyncio.sleep(0.05))
-    raise AssertionError(f"fewer than {n} records reached the audit trail")
+    def answers() -> int:
+        return sum(g["requests"] for g in audit_report(stack, by="provider", truncated=False))
+
+    assert wait_for(lambda: answers() >= n), f"fewer than {n} records reached the audit trail"
 
 
 def colors_in(png: bytes, color: tuple[int, int, int], tolerance: int = 12) -> int:

@@ -51,6 +51,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.app import build_app
 from gateway.settings import parse_settings
+from tests.access_util import wait_for
 from tests.conftest import free_port
 from tests.mock_config import mock_config
 from tests.scenarios import Answer, Tool, script_for
@@ -134,13 +135,10 @@ class Collector:
 
 
 def until(condition: Callable[[], Any], what: str, wait: float = WAIT) -> Any:
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"waited {wait}s for {what}")
+    found = wait_for(condition, wait)
+    if not found:
+        raise AssertionError(f"waited {wait}s for {what}")
+    return found
 
 
 def settings(upstream: str, telemetry: dict[str, Any] | None, store: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from gateway.client_formats import (
     ClientFormat,
     detect,
 )
+from gateway.cost import Pricer, Prices
 from gateway.dashboard.routes import AuditSource, add_dashboard
 from gateway.edge import HTTP_LIMITS, LEAN_POSTS, HttpLimits
 from gateway.errors import GatewayError, NotFound, UpgradeRequired
@@ -160,10 +161,16 @@ def every(
 
 
 def build_app(
-    settings: Settings, env: Mapping[str, str] = os.environ, *, metrics_dir: str | None = None
+    settings: Settings,
+    env: Mapping[str, str] = os.environ,
+    *,
+    metrics_dir: str | None = None,
+    prices: Prices | None = None,
 ) -> web.Application:
     """The gateway's app. `metrics_dir`: the workers' shared prometheus_client multiprocess
-    directory, so `/metrics` reports every worker (gateway.metrics); None for one process."""
+    directory, so `/metrics` reports every worker (gateway.metrics); None for one process.
+    `prices`: the price table cut to the configured providers (gateway.price_subset); None:
+    genai-prices' whole table."""
     limits = settings.limits
     app = web.Application(client_max_size=limits.max_body_bytes, middlewares=[unexpected_errors])
     app[HTTP_LIMITS] = HttpLimits(limits.max_header_bytes, limits.max_headers)
@@ -188,9 +195,17 @@ def build_app(
     state = open_state(settings.state)
     access = build_access(settings, state, metrics)
     gateway = Gateway(
-        settings, providers, observer, response_store, resilience=resilience, access=access
+        settings,
+        providers,
+        observer,
+        response_store,
+        resilience=resilience,
+        access=access,
+        pricer=None if prices is None else Pricer.of(prices),
     )
     app[GATEWAY] = gateway
+    assert gateway.pricer is not None
+    log.debug("price table", extra={"price_providers": gateway.pricer.table_providers()})
     if access is not None:
         observer.settle = access.finished
         app.cleanup_ctx.append(keep_state(state, access))

@@ -28,19 +28,29 @@ more than the rest of an exchange; so a model whose price is one plain price per
 tiers by prompt size, no prices by date or time of day: most models) is priced by `Linear`,
 its four per-token rates read once from genai-prices' own calculation, in about 1 µs. The others
 go through genai-prices each time. Either way it runs once per exchange, never per chunk.
-genai-prices loads its data on first use: `gateway.price_table` imports it at import time, so
-that no file is read inside the event loop (and without the package's price-update client).
+A pricer holds its table from the start, so that no file is read inside the event loop: the whole
+of genai-prices' table (`Pricer.for_settings`, imported then), or only the providers a
+configuration prices with (`Pricer.of`, from gateway.price_subset: what `gateway serve` does).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Final, Literal
 
-from gateway.price_table import ModelInfo, ModelPrice, Provider, TieredPrices, Usage, get_snapshot
+from gateway.price_table import (
+    DataSnapshot,
+    ModelInfo,
+    ModelPrice,
+    Provider,
+    TieredPrices,
+    Usage,
+    table_provider,
+    whole_table,
+)
 from gateway.settings_price import PriceSettings
 from providers.registry import KINDS
 
@@ -137,21 +147,48 @@ class Linear:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """What a configuration prices with: each configured provider's table provider (None:
+    matched by the model name) and a table holding at least those providers and their
+    fallbacks (the whole table when a provider is matched by the model name)."""
+
+    providers: Mapping[str, str | None]
+    table: DataSnapshot = field(repr=False)  # thousands of models: never in a repr
+
+
 class Pricer:
     """Prices exchanges for one app; `price_providers` maps a configured provider's name to its
-    genai-prices provider id (`price_provider`; None: matched by the model name)."""
+    genai-prices provider id (`price_provider`; None: matched by the model name); `table`: the
+    price table (None: genai-prices' whole table)."""
 
     def __init__(
-        self, price_providers: Mapping[str, str | None], max_cached: int = MAX_CACHED
+        self,
+        price_providers: Mapping[str, str | None],
+        max_cached: int = MAX_CACHED,
+        table: DataSnapshot | None = None,
     ) -> None:
         self._price_providers = dict(price_providers)
         self._max_cached = max_cached
+        self._table = whole_table() if table is None else table
         self._models: dict[tuple[str | None, str], tuple[Provider, ModelInfo] | None] = {}
         self._linear: dict[tuple[str | None, str], Linear | None] = {}
 
     @classmethod
     def for_settings(cls, settings: Settings) -> Pricer:
-        return cls({name: price_provider(p) for name, p in settings.providers.items()})
+        """Over the whole table."""
+        table = whole_table()
+        return cls(
+            {name: price_provider(p, table) for name, p in settings.providers.items()}, table=table
+        )
+
+    @classmethod
+    def of(cls, prices: Prices) -> Pricer:
+        return cls(prices.providers, table=prices.table)
+
+    def table_providers(self) -> list[str]:
+        """The ids of the providers its table holds."""
+        return [provider.id for provider in self._table.providers]
 
     def cost(
         self,
@@ -196,7 +233,7 @@ class Pricer:
         if key in self._models:
             return self._models[key]
         try:
-            found: tuple[Provider, ModelInfo] | None = get_snapshot().find_provider_model(
+            found: tuple[Provider, ModelInfo] | None = self._table.find_provider_model(
                 model, None, price_provider, None
             )
         except LookupError:
@@ -206,16 +243,10 @@ class Pricer:
         return found
 
 
-def price_provider(options: ProviderSettings) -> str | None:
-    """The price table's provider for a configured provider: the one its `base_url` belongs to
-    when the table knows the URL (an OpenAI-compatible kind pointed at Groq, DeepSeek,
-    OpenRouter, Azure...), else its kind's hint (a loopback or self-hosted server), else None."""
-    if options.base_url is not None:
-        try:
-            return get_snapshot().find_provider(None, None, options.base_url).id
-        except LookupError:
-            pass
-    return KINDS[options.kind].price_provider
+def price_provider(options: ProviderSettings, table: DataSnapshot) -> str | None:
+    """The price table's provider for a configured provider (`table_provider`: its base URL's,
+    else its kind's hint, else None)."""
+    return table_provider(table, options.base_url, KINDS[options.kind].price_provider)
 
 
 def route_cost(tokens: Tokens, price: PriceSettings) -> float | None:

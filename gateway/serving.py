@@ -61,6 +61,10 @@ async def run_server(
     accepting, let in-flight exchanges finish within the grace period, flush the audit trail
     (the app's cleanup), and return. StartupFailed when the application cannot start (its audit
     store did not open). `listeners` may be bound without listening: the server listens."""
+    # The price table's child process first: it reads the table while this one imports the app.
+    from gateway.price_subset import PendingPrices
+
+    pending_prices = PendingPrices.start(settings)
     # The app is imported here, not with this module: a supervisor (gateway.supervisor) reads
     # this module's signals and causes and never serves, and so never carries the app.
     from aiohttp import web
@@ -78,8 +82,9 @@ async def run_server(
     watcher = None
     if serving.until is not None:
         watcher = asyncio.create_task(_note_when(serving.until, received))
+    prices = await pending_prices.result()
     runner = make_runner(
-        build_app(settings, metrics_dir=serving.metrics_dir),
+        build_app(settings, metrics_dir=serving.metrics_dir, prices=prices),
         access_log=None,
         handle_signals=False,
         shutdown_timeout=settings.server.shutdown_grace + STOP_MARGIN,

@@ -20,9 +20,14 @@ from aiohttp import web
 from blockbuster import BlockBuster, blockbuster_ctx
 
 from gateway.app import build_app
+from gateway.price_table import whole_table
 from gateway.settings import parse_settings
 from tests.served import LoopServers
 from tests.upstream import FakeUpstream
+
+# Apps built in a test's loop price with genai-prices' whole table (`gateway serve` reads it, or
+# the part it needs, in a thread): read here, before any loop runs.
+whole_table()
 
 UPSTREAM_OPENAI_KEY = "sk-upstream-SECRET-openai-0001"
 UPSTREAM_ANTHROPIC_KEY = "sk-ant-upstream-SECRET-0002"

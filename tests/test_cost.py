@@ -33,6 +33,7 @@ from gateway.audit.report import summarize
 from gateway.audit.sqlite_store import encode as sqlite_encode
 from gateway.cost import Pricer, Tokens, price_provider, route_cost
 from gateway.metrics import GatewayMetrics
+from gateway.price_table import whole_table
 from gateway.settings import ConfigError, parse_settings
 from gateway.settings_price import PriceSettings
 from tests.audit_util import BACKENDS, Backend, full_record, open_backend, sparse_record
@@ -84,7 +85,7 @@ def test_the_price_provider_follows_the_base_url_else_the_kind() -> None:
             }
         }
     )
-    assert {name: price_provider(p) for name, p in s.providers.items()} == {
+    assert {name: price_provider(p, whole_table()) for name, p in s.providers.items()} == {
         "groq": "groq",
         "official": "openai",
         "loopback": "openai",

@@ -158,7 +158,7 @@ assert "genai_prices" not in sys.modules and "httpx2" not in sys.modules
 import genai_prices
 from genai_prices import Usage, calc_price
 assert genai_prices.types is sys.modules["genai_prices.types"]
-assert genai_prices.data_snapshot.get_snapshot() is sys.modules["gateway.cost"].get_snapshot()
+assert genai_prices.data_snapshot.get_snapshot() is sys.modules["gateway.price_table"].whole_table()
 cost = Pricer({"o": "openai"}).cost(Tokens(1500, 200, 1000, None), "o", "gpt-4o")
 usage = Usage(input_tokens=1500, output_tokens=200, cache_read_tokens=1000)
 table = calc_price(usage, "gpt-4o", provider_id="openai").total_price

@@ -1,0 +1,169 @@
+"""A serving process's price table cut to the providers its configuration prices with, read from
+genai-prices' whole table in a child process.
+
+    pending = PendingPrices.start(settings)      # before the app's imports: the two overlap
+    build_app(settings, prices=await pending.result())
+
+genai-prices' table builds the models of all of its 47 providers, about 3.8 MB resident, and
+dropping the ones not needed afterwards gives nothing back (pymalloc's arenas stay with the
+process while any object in them lives). A gateway pricing with OpenAI and Anthropic needs two
+of them, and their `fallback_model_providers` (Azure's lookups fall back to OpenAI's models...),
+for every lookup to find what the whole table finds. So the child imports the whole table,
+finds each configured provider's table provider (`gateway.price_table.table_provider`) and sends
+those providers back pickled: the serving process builds only them.
+
+When a provider is priced by the model name (no base URL the table knows and no kind hint: the
+mock, a self-hosted server of a kind without one), any provider may be the one, and the process
+prices with the whole table, as it does when the child fails (logged, with its exit status).
+Nothing goes to the child but base URLs and kind hints, and it reads no configuration.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+if TYPE_CHECKING:  # the child imports none of them: it starts sooner
+    from gateway.cost import Prices
+    from gateway.price_table import DataSnapshot, Provider
+    from gateway.settings import Settings
+
+log = logging.getLogger("gateway.prices")
+
+TIMEOUT_S: Final = 60.0
+CHILD: Final = ("-P", "-m", "gateway.price_subset")  # -P: this module, not one in the cwd
+Hints = Mapping[str, tuple[str | None, str | None]]  # provider name: (base URL, kind's hint)
+
+
+def hints_of(settings: Settings) -> Hints | None:
+    """What the child needs to know of each configured provider; None when one is priced by the
+    model name whatever its base URL (no hint, no URL), so the whole table is needed anyway."""
+    from providers.registry import KINDS
+
+    hints = {
+        name: (p.base_url, KINDS[p.kind].price_provider) for name, p in settings.providers.items()
+    }
+    if any(base_url is None and hint is None for base_url, hint in hints.values()):
+        return None
+    return hints
+
+
+def needed(table: DataSnapshot, ids: set[str]) -> list[Provider]:
+    """The table's providers of `ids` and their fallbacks, in the table's order (genai-prices
+    follows a fallback one step only, so the fallbacks' own are not needed)."""
+    wanted = set(ids)
+    for provider in table.providers:
+        if provider.id in ids:
+            wanted.update(provider.fallback_model_providers or ())
+    return [provider for provider in table.providers if provider.id in wanted]
+
+
+def cut(hints: Hints) -> tuple[dict[str, str | None], list[Provider] | None]:
+    """In the child: each provider's table provider, and the providers to keep (None: every
+    one, some provider being priced by the model name)."""
+    from gateway.price_table import table_provider, whole_table
+
+    table = whole_table()
+    providers = {name: table_provider(table, url, hint) for name, (url, hint) in hints.items()}
+    ids = set(providers.values())
+    if None in ids:
+        return providers, None
+    return providers, needed(table, {i for i in ids if i is not None})
+
+
+class TableUnpickler(pickle.Unpickler):
+    """Finds genai-prices' classes in the submodules gateway.price_table imported: unpickling
+    would import them the usual way, with the package's `__init__` (its update client)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module.startswith("genai_prices.") and module in sys.modules:
+            return getattr(sys.modules[module], name)
+        return super().find_class(module, name)
+
+
+@dataclass(slots=True)
+class PendingPrices:
+    settings: Settings
+    process: subprocess.Popen[bytes] | None
+
+    @classmethod
+    def start(cls, settings: Settings) -> PendingPrices:
+        hints = hints_of(settings)
+        if hints is None:
+            return cls(settings, None)
+        try:
+            asked, ask = os.pipe()
+            with open(ask, "wb") as pipe:  # a few hundred bytes: the pipe holds them
+                pipe.write(orjson.dumps(hints))
+            with open(asked, "rb") as stdin:
+                process = subprocess.Popen(
+                    [sys.executable, *CHILD],
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                )
+        except OSError as exc:
+            log.warning("price table: no child process (%s); the whole table", type(exc).__name__)
+            return cls(settings, None)
+        return cls(settings, process)
+
+    async def result(self) -> Prices:
+        """The configuration's prices: the cut table, else the whole one (read in a thread, like
+        the child's answer: the event loop reads no file)."""
+        import asyncio  # here: the child, which imports this module too, needs none of it
+
+        return await asyncio.to_thread(self._prices)
+
+    def _prices(self) -> Prices:
+        from gateway.cost import Prices, price_provider
+        from gateway.price_table import whole_table
+
+        if self.process is not None and (prices := self._answer(self.process)) is not None:
+            return prices
+        table = whole_table()
+        providers = self.settings.providers
+        return Prices({name: price_provider(p, table) for name, p in providers.items()}, table)
+
+    @staticmethod
+    def _answer(process: subprocess.Popen[bytes]) -> Prices | None:
+        from gateway.cost import Prices
+        from gateway.price_table import table_of
+
+        try:
+            out, _ = process.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            log.warning("price table: the child process timed out; the whole table")
+            return None
+        if process.returncode != 0:
+            log.warning(
+                "price table: the child process failed (exit %s); the whole table",
+                process.returncode,
+            )
+            return None
+        try:
+            providers, chosen = TableUnpickler(io.BytesIO(out)).load()  # our own child's
+        except Exception as exc:  # whatever it is, the whole table still prices right
+            log.warning("price table: the child's answer (%s); the whole table", type(exc).__name__)
+            return None
+        return None if chosen is None else Prices(providers, table_of(chosen))
+
+
+def main() -> None:
+    asked = orjson.loads(sys.stdin.buffer.read())
+    hints = {name: (url, hint) for name, (url, hint) in asked.items()}
+    pickle.dump(cut(hints), sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+if __name__ == "__main__":
+    main()

@@ -156,6 +156,14 @@ class Prices:
     providers: Mapping[str, str | None]
     table: DataSnapshot = field(repr=False)  # thousands of models: never in a repr
 
+    @classmethod
+    def whole(cls, settings: Settings) -> Prices:
+        """`settings`' providers over genai-prices' whole table."""
+        table = whole_table()
+        return cls(
+            {name: price_provider(p, table) for name, p in settings.providers.items()}, table
+        )
+
 
 class Pricer:
     """Prices exchanges for one app; `price_providers` maps a configured provider's name to its
@@ -177,10 +185,7 @@ class Pricer:
     @classmethod
     def for_settings(cls, settings: Settings) -> Pricer:
         """Over the whole table."""
-        table = whole_table()
-        return cls(
-            {name: price_provider(p, table) for name, p in settings.providers.items()}, table=table
-        )
+        return cls.of(Prices.whole(settings))
 
     @classmethod
     def of(cls, prices: Prices) -> Pricer:

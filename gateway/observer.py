@@ -56,6 +56,14 @@ class ExchangeObserver:
         writer = self.writer
         return self.settle is not None or (writer is not None and writer.full)
 
+    async def hand_over(self, record: AuditRecord, request: ClientRequest | None = None) -> None:
+        """The exchange's end: wait for what `must_wait` (shielded: a cancelled exchange still
+        hands its record over), else `finish_soon`."""
+        if self.must_wait:
+            await asyncio.shield(self.finished(record, request))
+        else:
+            self.finish_soon(record, request)
+
     def finish_soon(self, record: AuditRecord, request: ClientRequest | None = None) -> None:
         """Hand the record over in the event loop's next turn, when nothing `must_wait`: the
         answer the handler returns is written first, and the client does not wait for the

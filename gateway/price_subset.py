@@ -124,14 +124,11 @@ class PendingPrices:
         return await asyncio.to_thread(self._prices)
 
     def _prices(self) -> Prices:
-        from gateway.cost import Prices, price_provider
-        from gateway.price_table import whole_table
+        from gateway.cost import Prices
 
         if self.process is not None and (prices := self._answer(self.process)) is not None:
             return prices
-        table = whole_table()
-        providers = self.settings.providers
-        return Prices({name: price_provider(p, table) for name, p in providers.items()}, table)
+        return Prices.whole(self.settings)
 
     @staticmethod
     def _answer(process: subprocess.Popen[bytes]) -> Prices | None:

@@ -17,6 +17,14 @@ from gateway.observer import ExchangeObserver
 from tests.conftest import Stack, openai_client
 
 
+def started_with(writer: object) -> ExchangeObserver:
+    """An observer handing records to `writer`, with one exchange started."""
+    observer = ExchangeObserver(GatewayMetrics())
+    observer.writer = writer  # type: ignore[assignment]
+    observer.started()
+    return observer
+
+
 class SlowWriter:
     def __init__(self) -> None:
         self.release = asyncio.Event()
@@ -28,10 +36,8 @@ class SlowWriter:
 
 
 async def test_wait_idle_waits_until_every_record_is_handed_over():
-    observer = ExchangeObserver(GatewayMetrics())
     writer = SlowWriter()
-    observer.writer = writer  # type: ignore[assignment]
-    observer.started()
+    observer = started_with(writer)
     record = AuditRecord("r1", 0.0, "openai", stream=False)
     finishing = asyncio.create_task(observer.finished(record))
     assert await observer.wait_idle(timeout=0.05) is False  # submit still blocked
@@ -71,10 +77,8 @@ class FullThenRoomy:
 
 
 async def test_finish_soon_hands_over_in_the_next_turn_or_waits_in_a_task():
-    observer = ExchangeObserver(GatewayMetrics())
     writer = FullThenRoomy()
-    observer.writer = writer  # type: ignore[assignment]
-    observer.started()
+    observer = started_with(writer)
     record = AuditRecord("r3", 0.0, "openai", stream=False)
     # The queue filled after the exchange looked: the record waits in a task, never dropped.
     observer.finish_soon(record)

@@ -177,10 +177,7 @@ async def serve(
             gateway.running.discard(task)
         assert gateway.pricer is not None  # Gateway.__post_init__
         _close_record(exchange, response, request, gateway.pricer)  # as the exchange ends
-        if gateway.observer.must_wait:
-            await asyncio.shield(gateway.observer.finished(record, request))
-        else:  # after the answer is written (a whole one goes once this returns)
-            gateway.observer.finish_soon(record, request)
+        await gateway.observer.hand_over(record, request)  # a whole answer is written first
     return response
 
 

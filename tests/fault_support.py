@@ -40,7 +40,10 @@ from tests.conftest import Stack
 
 # The "quick" providers give up soon, for the cells whose fault is a stall; the others wait
 # long enough that a pause of the test process (three threads share one GIL) is never a timeout.
-QUICK = {"connect_timeout": 2, "first_byte_timeout": 0.25, "idle_timeout": 0.25}
+# The quick first-byte wait is still 1 s, not 0.25: it also covers the request's way to the fault
+# upstream, and a stall-mid-body cell once timed out before its request was read (a pause of the
+# test process under the full suite), so the upstream saw no request and the cell failed.
+QUICK = {"connect_timeout": 2, "first_byte_timeout": 1.0, "idle_timeout": 0.25}
 CALM = {"connect_timeout": 5, "first_byte_timeout": 10, "idle_timeout": 10}
 RETRIES = {
     "single": {"attempts": 1},

@@ -17,7 +17,7 @@ streaming and not. Every cell checks:
 
 The "single" gateway makes one attempt per exchange, so each cell shows how one fault is
 reported; the "retry" gateway (three attempts) shows the faults it recovers from transparently.
-The cells whose fault is a stall use providers with small timeouts (0.25 s first byte and
+The cells whose fault is a stall use providers with small timeouts (1 s first byte, 0.25 s
 idle) so that they end quickly; no test measures time beyond a generous "not hung" bound.
 """
 

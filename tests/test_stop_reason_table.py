@@ -24,6 +24,10 @@ import orjson
 import pytest
 from aiohttp import web
 
+# Bedrock's provider module imports botocore, which reads files as it loads; the app is built in
+# the test's loop, where blockbuster forbids that: imported here, before any loop runs, so the
+# file passes alone as in the suite (where another test imported it first).
+import providers.bedrock  # noqa: F401
 from gateway.app import build_app
 from gateway.formats.registry import WIRES
 from gateway.settings import parse_settings

@@ -72,17 +72,13 @@ class ExchangeObserver:
         asyncio.get_running_loop().call_soon(self._finish_soon, record, request)
 
     def _finish_soon(self, record: AuditRecord, request: ClientRequest | None) -> None:
-        if not self.finished_now(record, request):
+        """Most exchanges end here: no task, no await. `request`: the client's, read only for its
+        trace context when spans are exported."""
+        if self.must_wait:  # the queue filled since the exchange looked
             task = asyncio.ensure_future(self.finished(record, request))
             self._finishing.add(task)
             task.add_done_callback(self._finishing.discard)
-
-    def finished_now(self, record: AuditRecord, request: ClientRequest | None = None) -> bool:
-        """Hand the record over without waiting, unless something `must_wait`; False: nothing
-        was done, await `finished`. Most exchanges end here: no task, no await. `request`: the
-        client's, read only for its trace context when spans are exported."""
-        if self.must_wait:
-            return False
+            return
         writer = self.writer
         try:
             self._report(record, request)
@@ -90,7 +86,6 @@ class ExchangeObserver:
                 writer.submit_nowait(record)
         finally:
             self._ended()
-        return True
 
     async def finished(self, record: AuditRecord, request: ClientRequest | None = None) -> None:
         try:

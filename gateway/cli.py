@@ -1,5 +1,6 @@
 """The command line: `gateway serve [--config PATH] [--host H] [--port P] [--workers N]
-[--log-level L] [--log-format F]`, `gateway audit`, `gateway keys hash|new` and `gateway bench`."""
+[--log-level L] [--log-format F]`, `gateway audit`, `gateway keys hash|new`, `gateway bench` and
+`gateway conformance`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from gateway.access.command import add_keys_parser
 from gateway.arg_types import at_least_one
 from gateway.audit.arguments import add_audit_parser
 from gateway.bench.arguments import add_bench_parser
+from gateway.conformance.arguments import add_conformance_parser
 from gateway.listen import ListenAddress, listen_failure, open_listeners, reserve_address
 from gateway.serving import Serving, StartupFailed, run_server
 from gateway.settings import ConfigError, Settings, load_settings
@@ -88,6 +90,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add_audit_parser(commands)
     add_keys_parser(commands)
     add_bench_parser(commands)
+    add_conformance_parser(commands)
     return parser.parse_args(argv)
 
 
@@ -180,4 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gateway.bench.command import main_bench
 
         return main_bench(args)
+    if args.command == "conformance":
+        from gateway.conformance.command import main_conformance
+
+        return main_conformance(args)
     return serve(args, os.environ)

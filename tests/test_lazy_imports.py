@@ -42,6 +42,10 @@ NEVER_BY_DEFAULT = (
     "bpe_openai",
     "httpx2",  # genai-prices' price-update client (gateway.price_table)
     "genai_prices.update_prices",
+    # `gateway conformance`: only its argument parser (gateway.conformance.arguments) is read
+    "gateway.conformance.command",
+    "gateway.conformance.run",
+    "gateway.conformance.upstream",
 )
 
 # What `gateway serve` does before it serves: its arguments, the startup report, the app.

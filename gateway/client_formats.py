@@ -34,6 +34,12 @@ from gateway.handlers.validation import (
 )
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
+from gateway.translate.continuation import (
+    ContinuedBody,
+    continued_chat,
+    continued_messages,
+    continued_responses,
+)
 from gateway.translate.responses_request import relayed_tool_origins
 from gateway.translate.responses_thinking import without_gateway_reasoning
 from gateway.translate.translation import Dropped, ToolOrigin
@@ -60,6 +66,9 @@ class ClientFormat:
     errors: ErrorFormat
     tool_turns: TurnReader  # its conversation history, read for the runaway signal
     models_body: Callable[[Sequence[str]], dict[str, Any]]
+    # The request continuing a cut answer: the body, the answer so far, and whether to ask for
+    # the continuation in a user turn (gateway.translate.continuation).
+    continued_body: ContinuedBody
     # GET on its paths with `Upgrade: websocket` is refused with 426 (Codex then uses HTTP).
     refuses_websocket: bool = False
     # How the client declared the tools of a request relayed unchanged, for answers rebuilt
@@ -111,6 +120,7 @@ OPENAI = ClientFormat(
     build_body=openai_body.build_body,
     errors=OPENAI_ERRORS,
     tool_turns=openai_turns,
+    continued_body=continued_chat,
     models_body=openai_body.models_body,
 )
 ANTHROPIC = ClientFormat(
@@ -126,6 +136,7 @@ ANTHROPIC = ClientFormat(
     build_body=anthropic_body.build_body,
     errors=ANTHROPIC_ERRORS,
     tool_turns=anthropic_turns,
+    continued_body=continued_messages,
     models_body=anthropic_body.models_body,
 )
 
@@ -142,6 +153,7 @@ RESPONSES = ClientFormat(
     build_body=responses_body.build_body,
     errors=RESPONSES_ERRORS,
     tool_turns=responses_turns,
+    continued_body=continued_responses,
     models_body=openai_body.models_body,
     refuses_websocket=True,
     relay_tools=relayed_tool_origins,

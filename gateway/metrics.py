@@ -76,6 +76,13 @@ class GatewayMetrics:
             ["provider", "model", "cut_reason"],
             registry=r,
         )
+        self.recovered = Counter(
+            "gateway_recovered_exchanges",
+            "Streams cut after their first byte and continued ([recovery]), by the first cut's "
+            "reason (missing_terminator, upstream_timeout, upstream_error, length, ...)",
+            ["provider", "model", "cause"],
+            registry=r,
+        )
         self.withheld = Counter(
             "gateway_withheld_tool_calls",
             "Tool calls of cut responses not delivered",
@@ -225,6 +232,9 @@ class GatewayMetrics:
         self._requests(provider, model, record.client_format, stop).inc()
         if record.truncated:
             self.truncated.labels(provider, model, record.cut_reason or NO_STOP_REASON).inc()
+        if record.recovered:
+            causes = record.recovered.get("causes") or (NO_STOP_REASON,)
+            self.recovered.labels(provider, model, str(causes[0])).inc()
         if record.ended_by:
             self.ended_early.labels(provider, record.ended_by).inc()
         if record.withheld_tool_calls:

@@ -46,7 +46,12 @@ from gateway.settings_fields import parse_duration as _duration
 from gateway.settings_fields import parse_size as _size
 from gateway.settings_price import PriceSettings
 from gateway.settings_providers import ProviderSettings
-from gateway.settings_resilience import CircuitSettings, RetrySettings, TargetSettings
+from gateway.settings_resilience import (
+    CircuitSettings,
+    RecoverySettings,
+    RetrySettings,
+    TargetSettings,
+)
 from gateway.settings_telemetry import LoggingSettings, TelemetrySettings, resolve_export
 
 _GLOB_CHARS: Final = frozenset("*?[")
@@ -69,6 +74,8 @@ class RouteSettings(_Frozen):
     balance: Literal["weighted", "least_in_flight"] = "weighted"
     retry: RetrySettings | None = None  # None: the first target's provider's
     price: PriceSettings | None = None  # None: the price table's (gateway.cost)
+    # Its keys over the top-level [recovery] table's; None: that table as it is.
+    recovery: RecoverySettings | None = None
 
     @model_validator(mode="after")
     def _one_target_form(self) -> RouteSettings:
@@ -163,6 +170,7 @@ class Settings(_Frozen):
     agent_guard: AgentGuardSettings = AgentGuardSettings()
     responses: ResponsesSettings = ResponsesSettings()
     circuit: CircuitSettings = CircuitSettings()
+    recovery: RecoverySettings = RecoverySettings()
     keys: Annotated[tuple[KeySettings, ...], Field(strict=False)] = ()
     admin: AdminSettings = AdminSettings()
     limits: LimitsSettings = LimitsSettings()
@@ -217,6 +225,13 @@ class Settings(_Frozen):
         if route.route.retry is not None:
             return route.route.retry
         return self.providers[route.provider_name].retry
+
+    def recovery_for(self, route: ResolvedRoute) -> RecoverySettings:
+        """The route's recovery: the keys its own table sets over the top-level table's."""
+        own = route.route.recovery
+        if own is None:
+            return self.recovery
+        return self.recovery.model_copy(update=own.model_dump(exclude_unset=True))
 
     def model_names(self) -> list[str]:
         """Names for `GET /v1/models`: literal match patterns, and upstream names that route."""
@@ -353,6 +368,7 @@ __all__ = [
     "LimitsSettings",
     "LoggingSettings",
     "ProviderSettings",
+    "RecoverySettings",
     "ResolvedRoute",
     "ResolvedTarget",
     "ResponsesSettings",

@@ -1,10 +1,10 @@
-"""Settings of what the gateway does when an upstream fails: retry tables, route targets and
-circuits (gateway.resilience reads them)."""
+"""Settings of what the gateway does when an upstream fails: retry tables, route targets,
+circuits (gateway.resilience reads them) and the recovery of cut streams."""
 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
@@ -65,3 +65,25 @@ class CircuitSettings(_Frozen):
     cooldown: Seconds = 30.0
 
     _cooldown = field_validator("cooldown", mode="before")(classmethod(lambda cls, v: _duration(v)))
+
+
+class RecoverySettings(_Frozen):
+    """What the gateway does with a streamed answer that was cut after its first byte reached
+    the client (gateway.handlers.recovery). Off by default: the client gets the cut as it is.
+
+    `mid_stream = "continue"`: a stream that broke during text (a reset, an idle timeout, an
+    upstream error event, no terminator) is continued by the route's next target (or the same
+    one), at most `max_recoveries` times. `max_tokens = "continue"`: a text answer cut at max
+    tokens is continued the same way, at most `max_continuations` times. Either way the client's
+    stream goes on where it stopped, and the `gateway` object and the record say so."""
+
+    mid_stream: Literal["off", "continue"] = "off"
+    max_recoveries: Annotated[int, Field(ge=0, le=10)] = 1
+    max_tokens: Literal["off", "continue"] = "off"
+    max_continuations: Annotated[int, Field(ge=0, le=10)] = 1
+
+    @property
+    def enabled(self) -> bool:
+        return (self.mid_stream == "continue" and self.max_recoveries > 0) or (
+            self.max_tokens == "continue" and self.max_continuations > 0
+        )

@@ -383,9 +383,9 @@ def test_no_stop_reason_is_none_not_unknown() -> None:
     header, row = render_csv(summarize([refused], "provider")).splitlines()
     assert header.endswith(
         ",output_tokens,stop_none,dropped_fields,retried,fallbacks,cost_usd,cost_unknown,"
-        "other_operations"
+        "other_operations,recovered"
     )
-    assert row.endswith(",0,0,1,0,0,0,,0,0") and ",".join(["provider", "-"]) in row
+    assert row.endswith(",0,0,1,0,0,0,,0,0,0") and ",".join(["provider", "-"]) in row
     table = render_table(summarize([refused], "provider"), "provider")
     assert "none" in table and "unknown" not in table
 
@@ -476,6 +476,7 @@ def test_golden_summary_json() -> None:
         "cost_usd",
         "cost_unknown",
         "other_operations",
+        "recovered",
     ]
     assert list(parsed[0]["stop_reasons"]) == list(STOP_REASON_KEYS)
     assert parsed[1]["truncated_rate"] == 0.6667
@@ -492,6 +493,7 @@ def test_golden_summary_csv() -> None:
     # new columns are only appended
     assert lines[0].endswith(
         ",stop_none,dropped_fields,retried,fallbacks,cost_usd,cost_unknown,other_operations"
+        ",recovered"
     )
     assert len(lines) == 5
 
@@ -620,8 +622,8 @@ def test_exchanges_that_dropped_fields_are_counted_and_shown_when_there_are_any(
     as_json = {item["group"]: item for item in orjson.loads(render_json(summaries))}
     assert (as_json["anthropic"]["dropped_fields"], as_json["openai"]["dropped_fields"]) == (2, 0)
     csv_rows = {line.split(",")[1]: line for line in render_csv(summaries).splitlines()[1:]}
-    assert csv_rows["anthropic"].endswith(",2,0,0,,3,0")
-    assert csv_rows["openai"].endswith(",0,0,0,,3,0")
+    assert csv_rows["anthropic"].endswith(",2,0,0,,3,0,0")
+    assert csv_rows["openai"].endswith(",0,0,0,,3,0,0")
     for width in (80, 120):
         text = render_table(summaries, "provider", console_width=width)
         assert max(len(line) for line in text.splitlines()) <= width
@@ -688,8 +690,8 @@ def test_retried_and_fallback_exchanges_are_counted_and_shown_when_there_are_any
     as_json = {item["group"]: item for item in orjson.loads(render_json(summaries))}
     assert (as_json["anthropic"]["retried"], as_json["anthropic"]["fallbacks"]) == (2, 2)
     csv_rows = {line.split(",")[1]: line for line in render_csv(summaries).splitlines()[1:]}
-    assert csv_rows["anthropic"].endswith(",2,2,,3,0")
-    assert csv_rows["openai"].endswith(",1,0,,3,0")
+    assert csv_rows["anthropic"].endswith(",2,2,,3,0,0")
+    assert csv_rows["openai"].endswith(",1,0,,3,0,0")
     for width in (80, 120):
         text = render_table(summaries, "provider", console_width=width)
         assert max(len(line) for line in text.splitlines()) <= width

@@ -230,7 +230,8 @@ def test_report_sums_known_costs_and_counts_unknown_apart() -> None:
     assert as_json["gpt-4o"]["cost_usd"] == math.fsum([0.1, 0.2])
     assert (as_json["gpt-4o-mini"]["cost_usd"], as_json["gpt-4o-mini"]["cost_unknown"]) == (None, 1)
     lines = render_csv(summarize(cost_records(), "model")).splitlines()
-    rows = {line.split(",")[1]: line.split(",")[-3:-1] for line in lines[1:]}
+    at = lines[0].split(",").index("cost_usd")  # then cost_unknown
+    rows = {line.split(",")[1]: line.split(",")[at : at + 2] for line in lines[1:]}
     assert rows == {
         "gpt-4o": ["0.30000000", "0"],
         "gpt-4o-mini": ["", "1"],

@@ -357,10 +357,11 @@ def test_gateway_audit_reports_cost_by_provider_and_model(
 
     lines = asyncio.run(_audit(db, "model", "csv")).splitlines()
     header = lines[0].split(",")
-    assert header[-3:-1] == ["cost_usd", "cost_unknown"]
+    at = header.index("cost_usd")
+    assert header[at : at + 2] == ["cost_usd", "cost_unknown"]
     rows = {line.split(",")[1]: line.split(",") for line in lines[1:]}
-    assert rows[priced][-3:-1] == [f"{cost:.8f}", "0"]
-    assert rows[unpriced][-3:-1] == ["", "1"]
+    assert rows[priced][at : at + 2] == [f"{cost:.8f}", "0"]
+    assert rows[unpriced][at : at + 2] == ["", "1"]
 
     table = asyncio.run(_audit(db, "provider", "table"))
     assert "cost by provider" in table

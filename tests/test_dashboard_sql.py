@@ -2,7 +2,8 @@
 and PostgreSQL: every group's figures (by provider, model, route and client), the latest cut
 exchanges, and the JSON `gateway audit --format json` prints, over a seeded mix of records that
 exercises every rule of the report (errors, unknown and missing stop reasons, retries, fallbacks
-past an open circuit, withheld calls, token counts that are not answers, unknown costs)."""
+past an open circuit, withheld calls, token counts that are not answers, unknown costs,
+recovered streams)."""
 
 from __future__ import annotations
 
@@ -82,6 +83,7 @@ def random_record(i: int, rng: random.Random) -> AuditRecord:
         cost_usd=rng.choice([None, round(rng.random() / 100, 8)]),
         ended_by=rng.choice([None, "client", "server"]) if truncated else None,
         operation=rng.choice(["generate"] * 8 + ["count_tokens", "embed"]),
+        recovered=rng.choice([None, None, None, {"breaks": 1, "causes": ["upstream_timeout"]}]),
     )
 
 

@@ -108,6 +108,7 @@ REPAIRS: Final[Mapping[str, Repair]] = {
     "cost_usd": Repair(coerce_time, _none),  # a finite number, as a time is
     "cost_source": Repair(coerce_text, _none),
     "operation": Repair(coerce_text, lambda: "generate"),
+    "recovered": Repair(_json_object, _none),
 }
 # JSON fields are checked for their shape here and for their content by `json_text`, which the
 # stores run anyway: walking a large `content` for every record would cost more than dumping it.
@@ -117,6 +118,7 @@ _JSON_SHAPES: Final[Mapping[str, type]] = {
     "content": dict,
     "dropped_fields": list,
     "attempts": list,
+    "recovered": dict,
 }
 # A JSON \u0000 escape: after an even number of backslashes (an odd one is an escaped "\").
 _JSON_NUL: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")

@@ -32,7 +32,7 @@ TABLE = "audit_records"
 # Columns holding a bool (INTEGER 0/1 in SQLite, BOOLEAN in PostgreSQL) and JSON (TEXT / JSONB).
 BOOL_COLUMNS = frozenset({"stream", "truncated", "terminator_seen", "client_aborted"})
 JSON_COLUMNS = frozenset(
-    {"withheld_tool_calls", "parse_failures", "content", "dropped_fields", "attempts"}
+    {"withheld_tool_calls", "parse_failures", "content", "dropped_fields", "attempts", "recovered"}
 )
 
 # The table's columns at the latest version, in insert order; one per `AuditRecord` field.
@@ -76,6 +76,7 @@ COLUMNS: tuple[str, ...] = (
     "cost_usd",
     "cost_source",
     "operation",
+    "recovered",
 )
 
 
@@ -156,6 +157,10 @@ def _cost_v5(dialect: str) -> list[str]:
     ]
 
 
+def _json_type(dialect: str) -> str:
+    return "JSONB" if dialect == "postgresql" else "TEXT"
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -192,6 +197,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             d: [f"ALTER TABLE {TABLE} ADD COLUMN operation TEXT NOT NULL DEFAULT 'generate'"]
             for d in DIALECTS
         },
+    ),
+    Migration(
+        7,
+        "audit_records.recovered: a stream cut after its first byte and continued ([recovery]): "
+        "breaks, continuations at max tokens, where, by which targets, why",
+        {d: [f"ALTER TABLE {TABLE} ADD COLUMN recovered {_json_type(d)}"] for d in DIALECTS},
     ),
 )
 

@@ -37,6 +37,7 @@ def summary_object(s: GroupSummary) -> dict[str, Any]:
         "cost_usd": s.cost_usd,
         "cost_unknown": s.cost_unknown,
         "other_operations": s.other_operations,
+        "recovered": s.recovered,
     }
 
 

@@ -139,6 +139,9 @@ class AuditRecord:
     # What the exchange asked for: a model answer, or one of OPERATIONS' others (a token count,
     # embeddings), which have no stop reason and are never cut.
     operation: str = "generate"
+    # A streamed answer cut after its first byte and continued ([recovery]): {breaks,
+    # max_tokens, at_chars, targets, causes}, as the client's `gateway.recovered`; None: not.
+    recovered: dict[str, Any] | None = None
 
     @property
     def ttfb_ms(self) -> float | None:

@@ -13,7 +13,7 @@ Summary JSON (`render_json`): a list, one object per group, most requests first:
      "missing_terminators": 1, "ttfb_p50_ms": 120.0, "ttfb_p95_ms": 480.0,
      "total_p50_ms": 900.0, "total_p95_ms": 2500.0, "input_tokens": 310, "output_tokens": 95,
      "dropped_fields": 1, "retried": 1, "fallbacks": 0, "cost_usd": 0.01234, "cost_unknown": 1,
-     "other_operations": 0}
+     "other_operations": 0, "recovered": 0}
 
   `group` is `-` when the record had no value; `truncated_rate` is rounded to 4 decimals; times
   are milliseconds rounded to 1 decimal, `null` when the group has none; every stop reason of the
@@ -25,7 +25,8 @@ Summary JSON (`render_json`): a list, one object per group, most requests first:
   exchange of the group has a known cost; `cost_unknown` counts the answered exchanges whose cost
   is unknown, which are never summed as 0 (both added later). `other_operations` counts the
   group's exchanges that asked for no model answer (token counts, embeddings): they are in no
-  other count but the cost (added last). Indented by two spaces.
+  other count but the cost (added later). `recovered` counts the streams cut after their first
+  byte and continued by `[recovery]` (added last). Indented by two spaces.
 
 Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line endings:
 
@@ -34,12 +35,13 @@ Summary CSV (`render_csv`): one header row, then one row per group, `\\n` line e
     stop_aborted,stop_unknown,truncated,truncated_rate,withheld_tool_calls,parse_failures,
     missing_terminators,ttfb_p50_ms,ttfb_p95_ms,total_p50_ms,total_p95_ms,input_tokens,
     output_tokens,stop_none,dropped_fields,retried,fallbacks,cost_usd,cost_unknown,
-    other_operations
+    other_operations,recovered
 
   (one line in the output; `stop_none`, the records without a stop reason, `dropped_fields`,
-  `retried`, `fallbacks`, `cost_usd`, `cost_unknown` and `other_operations` came later and so
-  were appended at the end). `truncated_rate` has exactly 4 decimals (`0.5000`), times exactly
-  1 (`120.0`), a cost exactly 8 (`0.01234000`, USD); a missing time or cost is an empty field.
+  `retried`, `fallbacks`, `cost_usd`, `cost_unknown`, `other_operations` and `recovered` came
+  later and so were appended at the end). `truncated_rate` has exactly 4 decimals (`0.5000`),
+  times exactly 1 (`120.0`), a cost exactly 8 (`0.01234000`, USD); a missing time or cost is
+  an empty field.
 
 Truncated JSON (`render_truncated_json`): a list, newest first:
 
@@ -104,6 +106,7 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "cost_usd",
     "cost_unknown",
     "other_operations",
+    "recovered",
 )
 TRUNCATED_COLUMNS: Final[tuple[str, ...]] = (
     "id",
@@ -173,6 +176,7 @@ def render_csv(summaries: Sequence[GroupSummary]) -> str:
             _csv_usd(s.cost_usd),
             str(s.cost_unknown),
             str(s.other_operations),
+            str(s.recovered),
         ]
         for s in summaries
     ]

@@ -3,7 +3,8 @@
 `summarize` groups records by provider, model, route or client format and counts, per group, the
 requests, errors, each normalized stop reason, cut answers, withheld tool calls, argument parse
 failures, missing stream terminators, the exchanges whose translation dropped request fields,
-the retried exchanges and those a fallback target answered, with time percentiles and token sums.
+the retried exchanges, those a fallback target answered and the cut streams that were continued
+(`recovered`), with time percentiles and token sums.
 `truncated_list` lists the latest cut exchanges. Rendering lives in `gateway.audit.render`.
 
 Conventions, so numbers mean the same thing everywhere:
@@ -95,6 +96,7 @@ class GroupSummary:
     cost_usd: float | None = None  # the known costs' sum; None: no known cost in the group
     cost_unknown: int = 0  # answered exchanges whose cost is not known (not in cost_usd)
     other_operations: int = 0  # token counts and embeddings: in the cost only
+    recovered: int = 0  # streams cut after their first byte and continued ([recovery])
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +204,7 @@ def _summarize_group(by: str, key: str, everything: list[AuditRecord]) -> GroupS
         cost_usd=math.fsum(costs) if costs else None,  # fsum: no drift over many small costs
         cost_unknown=sum(1 for r in records if cost_unknown(r)),
         other_operations=len(everything) - len(records),
+        recovered=sum(1 for r in records if r.recovered),
     )
 
 

@@ -129,10 +129,11 @@ _TIME_HEADERS: Final = ("ttfb ms\np50/p95", "total ms\np50/p95", "tokens\nin/out
 
 
 _DROPPED_HEADER: Final = "field\ndrops"  # short: the table must fit 80 columns
+_RECOVERED_HEADER: Final = "recov-\nered"
 _RETRIED_HEADER: Final = "retried/\nfallback"
 
 
-def _count_cells(s: GroupSummary, dropped: bool) -> list[str]:
+def _count_cells(s: GroupSummary, dropped: bool, recovered: bool = False) -> list[str]:
     cells = [
         str(s.requests),
         str(s.errors),
@@ -141,7 +142,11 @@ def _count_cells(s: GroupSummary, dropped: bool) -> list[str]:
         str(s.parse_failures),
         str(s.missing_terminators),
     ]
-    return [*cells, str(s.dropped_fields)] if dropped else cells
+    if dropped:
+        cells.append(str(s.dropped_fields))
+    if recovered:
+        cells.append(str(s.recovered))
+    return cells
 
 
 def _time_cells(s: GroupSummary, retried: bool = False) -> list[str]:
@@ -174,7 +179,8 @@ def render_table(
     stop reasons get their own table, with only the reasons some group has. Truncated shows as
     `n (x.x%)`, times as `p50/p95` in ms, tokens compactly (`12.3k/4.5k`). The exchanges whose
     translation dropped request fields get a column when there are any, and so do the retried
-    exchanges with those a fallback answered (`retried/fallback`). When some exchange has a
+    exchanges with those a fallback answered (`retried/fallback`), and the cut streams that were
+    continued (`recovered`). When some exchange has a
     known cost, a last table shows, per group, the known costs' sum and how many answered
     exchanges have an unknown cost (never counted as $0).
     """
@@ -184,13 +190,21 @@ def render_table(
     title = f"{requests} requests by {by}"
     dropped = any(s.dropped_fields for s in summaries)
     retried = any(s.retried or s.fallbacks for s in summaries)
-    count_headers = (*_COUNT_HEADERS, _DROPPED_HEADER) if dropped else _COUNT_HEADERS
+    recovered = any(s.recovered for s in summaries)
+    count_headers = (
+        *_COUNT_HEADERS,
+        *((_DROPPED_HEADER,) if dropped else ()),
+        *((_RECOVERED_HEADER,) if recovered else ()),
+    )
     time_headers = (*_TIME_HEADERS, _RETRIED_HEADER) if retried else _TIME_HEADERS
     combined = _group_table(
         title,
         by,
         count_headers + time_headers,
-        [(s.group, _count_cells(s, dropped) + _time_cells(s, retried)) for s in summaries],
+        [
+            (s.group, _count_cells(s, dropped, recovered) + _time_cells(s, retried))
+            for s in summaries
+        ],
     )
     if _natural_width(combined) <= console_width:
         tables = [combined]
@@ -200,7 +214,7 @@ def render_table(
                 title,
                 by,
                 count_headers,
-                [(s.group, _count_cells(s, dropped)) for s in summaries],
+                [(s.group, _count_cells(s, dropped, recovered)) for s in summaries],
             ),
             _group_table(
                 f"times and tokens by {by}",

@@ -184,9 +184,9 @@ def bucket_seconds(since: float | None, until: float) -> int:
 
 async def series(store: AuditStore, window: Window, step: int) -> list[dict[str, Any]]:
     """One point per bucket that holds records, oldest first: answers and cut answers (in all
-    and per provider), the stop-reason mix, retries, fallbacks and cost."""
+    and per provider), the stop-reason mix, retries, fallbacks, recovered streams and cost."""
     points: dict[int, dict[str, Any]] = {}
-    for t, provider, stop, answers, cut, retried, fallbacks, cost in await _read(
+    for t, provider, stop, answers, cut, retried, fallbacks, recovered, cost in await _read(
         store, window, lambda f: sql.series_sql(step, f)
     ):
         start = int(t)
@@ -198,6 +198,7 @@ async def series(store: AuditStore, window: Window, step: int) -> list[dict[str,
                 "truncated": 0,
                 "retried": 0,
                 "fallbacks": 0,
+                "recovered": 0,
                 "cost_usd": None,
                 "stop_reasons": dict.fromkeys(STOP_REASON_KEYS, 0),
                 "providers": {},
@@ -207,6 +208,7 @@ async def series(store: AuditStore, window: Window, step: int) -> list[dict[str,
         point["truncated"] += cut
         point["retried"] += int(retried or 0)
         point["fallbacks"] += int(fallbacks or 0)
+        point["recovered"] += int(recovered or 0)
         if cost is not None:
             point["cost_usd"] = (point["cost_usd"] or 0.0) + float(cost)
         if stop is not None:
@@ -270,6 +272,7 @@ def totals(groups: Sequence[GroupSummary]) -> dict[str, Any]:
         "withheld_tool_calls": sum(s.withheld_tool_calls for s in groups),
         "retried": sum(s.retried for s in groups),
         "fallbacks": sum(s.fallbacks for s in groups),
+        "recovered": sum(s.recovered for s in groups),
         "cost_usd": sum(costs) if costs else None,
         "cost_unknown": sum(s.cost_unknown for s in groups),
         "input_tokens": sum(s.input_tokens for s in groups),

@@ -131,6 +131,7 @@ STOP_KEY: Final = (
 IS_GENERATE: Final = f"(operation = '{GENERATE}')"
 IS_ERROR: Final = "(error_class IS NOT NULL OR http_status >= 400)"
 IS_TRUNCATED: Final = "(CASE WHEN truncated THEN 1 ELSE 0 END)"
+IS_RECOVERED: Final = "(CASE WHEN recovered IS NOT NULL THEN 1 ELSE 0 END)"  # NULL: not continued
 
 
 def retried(d: Dialect) -> str:
@@ -187,6 +188,7 @@ SUMMARY_FIELDS: Final = (
     "fallbacks",
     "cost_unknown",
     "other_operations",
+    "recovered",
 )
 
 
@@ -220,6 +222,7 @@ def summary_sql(by: tuple[str, ...], f: Filters) -> str:
         f"SUM({gen} CASE WHEN cost_usd IS NULL AND stop_reason IS NOT NULL THEN 1 ELSE 0 END "
         "ELSE 0 END), "
         f"SUM(CASE WHEN {IS_GENERATE} THEN 0 ELSE 1 END), "
+        f"SUM({gen} {IS_RECOVERED} ELSE 0 END), "
         "SUM(cost_usd), "
         f"{stops} "
         f"FROM {TABLE}{f.where()} GROUP BY {', '.join(f'g{i}' for i in range(len(by)))}"
@@ -249,7 +252,7 @@ def percentile_sql(by: str, time: str, percents: tuple[int, ...], f: Filters) ->
 
 def series_sql(step: int, f: Filters) -> str:
     """Per time bucket, provider and stop reason: answers, cut answers, retried ones, those a
-    fallback answered, and their cost (every operation's)."""
+    fallback answered, the cut streams continued, and their cost (every operation's)."""
     d = f.dialect
     return (
         f"SELECT {d.bucket('started_at', str(step))} AS t, {group_expr('provider')} AS g, "
@@ -258,6 +261,7 @@ def series_sql(step: int, f: Filters) -> str:
         f"SUM(CASE WHEN {IS_GENERATE} THEN {IS_TRUNCATED} ELSE 0 END), "
         f"SUM(CASE WHEN {IS_GENERATE} THEN {retried(d)} ELSE 0 END), "
         f"SUM(CASE WHEN {IS_GENERATE} THEN {fell_back(d)} ELSE 0 END), "
+        f"SUM(CASE WHEN {IS_GENERATE} THEN {IS_RECOVERED} ELSE 0 END), "
         "SUM(cost_usd) "
         f"FROM {TABLE}{f.where()} GROUP BY t, g, s"
     )

@@ -9,6 +9,7 @@ exchange: everything it knows comes through these calls, so a retry simply build
     out = writer.feed(frame, obj, events)       # live events of one upstream frame
     out = writer.end(verdict, response)         # the stream completed by its wire's rule
     out = writer.fail(error, verdict, response) # it broke after the first byte reached the client
+    writer = writer.resume()                    # instead of end/fail: a continuation follows
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 from gateway.events import Event, StopReason, StreamError
 from gateway.formats.sse import SSEFrame
 from gateway.normalize.aggregate import AggregatedResponse
+from gateway.normalize.splice import Splices
 from gateway.normalize.truncation import Policy, Verdict, extension, judge
 from gateway.translate.translation import NOTHING_DROPPED, Dropped, ToolOrigin
 
@@ -40,6 +42,8 @@ class ReplyTerms:
     response_id: str | None = None  # minted by the gateway, for formats whose answers carry one
     echo: Mapping[str, Any] = field(default_factory=dict)  # request fields the answer repeats
     encrypted_reasoning: bool = False  # a Responses client asked for reasoning.encrypted_content
+    # The route continues cut streams (gateway.handlers.recovery): what was spliced so far.
+    splices: Splices | None = None
 
     def extension(self, verdict: Verdict) -> dict[str, Any]:
         ext = extension(verdict, self.provider, self.request_id)
@@ -48,6 +52,9 @@ class ReplyTerms:
             ext["dropped_fields"] = list(dropped.fields)
         if dropped.tools or dropped.items:
             ext["dropped"] = {"tools": list(dropped.tools), "input_items": dict(dropped.items)}
+        splices = self.splices
+        if splices is not None and splices.spliced:
+            ext["recovered"] = splices.summary()
         return ext
 
     def judge(
@@ -59,6 +66,11 @@ class ReplyTerms:
 
 class StreamWriter(Protocol):
     def feed(self, frame: SSEFrame | None, obj: Parsed, events: Sequence[Event]) -> bytes: ...
+
+    def resume(self) -> StreamWriter:
+        """The writer for a continuation of this stream's answer (gateway.handlers.recovery),
+        whose events go on where this one's stopped; its ending was not written."""
+        ...
 
     def end(self, verdict: Verdict, response: AggregatedResponse) -> bytes: ...
 

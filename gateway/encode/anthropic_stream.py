@@ -78,6 +78,22 @@ class AnthropicMessagesWriter:
         self._index = -1  # index of the last block opened
         self._block: str | None = None  # type of the open block
 
+    @classmethod
+    def continuing(
+        cls, terms: ReplyTerms, last_index: int, open_block: str | None
+    ) -> AnthropicMessagesWriter:
+        """A writer for the rest of a stream another writer started (the relay of an Anthropic
+        upstream): `last_index`, its last block; `open_block`, that block's type if it is still
+        open (text goes on in an open text block)."""
+        writer = cls(terms)
+        writer._started = True
+        writer._index = last_index
+        writer._block = open_block
+        return writer
+
+    def resume(self) -> AnthropicMessagesWriter:
+        return self
+
     def feed(self, frame: SSEFrame | None, obj: Parsed, events: Sequence[Event]) -> bytes:
         out: list[bytes] = []
         for event in events:

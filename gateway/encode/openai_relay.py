@@ -11,6 +11,7 @@ chunk: choice 0's ending is the exchange's to judge, other choices' the relay's.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ import orjson
 
 from gateway.encode import Parsed, ReplyTerms
 from gateway.encode.openai_errors import stream_frame
+from gateway.encode.openai_stream import OpenAIChatWriter
 from gateway.events import Event, Stop, StopReason, StreamError
 from gateway.formats.openai_chat import ToolSlots
 from gateway.formats.sse import SSEFrame, encode
@@ -38,16 +40,25 @@ class ChoiceState:
 
 
 class OpenAIRelay:
-    __slots__ = ("_choices", "_over", "_terms")
+    __slots__ = ("_choices", "_first", "_held_end", "_over", "_terms")
 
     def __init__(self, terms: ReplyTerms) -> None:
         self._terms = terms
         self._choices: dict[int, ChoiceState] = {}
         self._over = False  # another choice broke: nothing more goes out
+        self._first: dict[str, Any] | None = None  # the first chunk: its id, model, created
+        # A finish at max tokens the exchange may continue, and what came after it: sent by
+        # end(), or dropped by resume() when a continuation follows.
+        self._held_end: list[bytes] = []
 
     def feed(self, frame: SSEFrame | None, obj: Parsed, events: Sequence[Event]) -> bytes:
         if self._over or obj is None:
             return b""  # [DONE] goes out in end()
+        if self._first is None:
+            self._first = obj
+        if self._held_end:
+            self._held_end.append(encode(frame.data) if frame else b"")
+            return b""
         choices = obj.get("choices")
         if not choices or not _needs_work(choices):
             return encode(frame.data) if frame else b""
@@ -94,10 +105,24 @@ class OpenAIRelay:
             return released + stream_frame(error, ext)
         if not verdict.deliver_tool_calls:
             _strip_tools(choice)
+        held = self._holds(reason, index=choice.get("index", 0), state=state)
+        if held:
+            live = _without_finish(chunk, choice)  # its text goes now, its finish may not
+            choice["delta"] = {}
         choice["finish_reason"] = to_openai(shown, verdict.delivered_tool_calls)
         choice["native_finish_reason"] = finish
         chunk["gateway"] = ext
+        if held:
+            self._held_end.append(encode(orjson.dumps(chunk)))
+            return released + live
         return released + encode(orjson.dumps(chunk))
+
+    def _holds(self, reason: StopReason, index: int, state: ChoiceState) -> bool:
+        """Whether a finish at max tokens waits: the exchange may continue the answer."""
+        splices = self._terms.splices
+        if splices is None or reason is not StopReason.LENGTH or not splices.continues_length():
+            return False
+        return index == 0 and len(self._choices) == 1 and not state.tools.calls
 
     def _release(self, state: ChoiceState, deliver: bool) -> bytes:
         held, state.held = state.held, []
@@ -109,7 +134,7 @@ class OpenAIRelay:
         return b"".join(out)
 
     def end(self, verdict: Verdict, response: AggregatedResponse) -> bytes:
-        return b"" if self._over else DONE_FRAME
+        return b"" if self._over else b"".join(self._held_end) + DONE_FRAME
 
     def fail(self, error: StreamError, verdict: Verdict, response: AggregatedResponse) -> bytes:
         if self._over:
@@ -117,7 +142,20 @@ class OpenAIRelay:
         self._over = True
         deliver = verdict.deliver_tool_calls
         released = b"".join(self._release(state, deliver) for state in self._choices.values())
-        return released + stream_frame(error, self._terms.extension(verdict))
+        held = b"".join(self._held_end)
+        return held + released + stream_frame(error, self._terms.extension(verdict))
+
+    def resume(self) -> OpenAIChatWriter:
+        """Events writer for the continuation, with this stream's id, model and creation time
+        (no tool call was streamed: a cut tool call is never continued)."""
+        first = self._first or {}
+        created = first.get("created")
+        return OpenAIChatWriter.continuing(
+            self._terms,
+            str(first.get("id") or "chatcmpl-" + self._terms.request_id),
+            str(first.get("model") or self._terms.model),
+            created if isinstance(created, int) else int(time.time()),
+        )
 
 
 def _needs_work(choices: list[dict[str, Any]]) -> bool:
@@ -151,6 +189,15 @@ def _normalize_tool_deltas(delta: dict[str, Any], state: ChoiceState) -> dict[st
             out.append({"index": ordinal, "function": {"arguments": arguments}})
     delta["tool_calls"] = out
     return delta
+
+
+def _without_finish(chunk: dict[str, Any], choice: dict[str, Any]) -> bytes:
+    """The chunk of a held finish, as it goes out now: its delta, if it has any, unfinished."""
+    delta = choice.get("delta") or {}
+    if not any(value for key, value in delta.items() if key != "role"):
+        return b""
+    live = {**choice, "finish_reason": None}
+    return encode(orjson.dumps({**chunk, "choices": [live]}))
 
 
 def _strip_tools(choice: dict[str, Any]) -> bool:

@@ -59,6 +59,20 @@ class OpenAIChatWriter:
         self._head = b""
         self._started = False
 
+    @classmethod
+    def continuing(
+        cls, terms: ReplyTerms, chunk_id: str, model: str, created: int
+    ) -> OpenAIChatWriter:
+        """A writer for the rest of a stream another writer started (the relay of an OpenAI
+        upstream), with that stream's id, model and creation time; the role was sent."""
+        writer = cls(terms)
+        writer._created = created
+        writer._start(MessageStart(chunk_id, model))
+        return writer
+
+    def resume(self) -> OpenAIChatWriter:
+        return self
+
     def feed(self, frame: SSEFrame | None, obj: Parsed, events: Sequence[Event]) -> bytes:
         out: list[bytes] = []
         for event in events:

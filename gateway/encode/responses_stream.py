@@ -108,6 +108,9 @@ class ResponsesWriter:
         self._held = False  # a tool call arrived: what follows is held until the end
         self._streamed = 0  # characters of text sent live
 
+    def resume(self) -> ResponsesWriter:
+        return self
+
     # --- framing ------------------------------------------------------------------------------
 
     def _event(self, kind: str, **fields: Any) -> bytes:

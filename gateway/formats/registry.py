@@ -142,6 +142,10 @@ class Wire:
     # A token-count answer (the upstream's own count of a request's input) -> the count; None:
     # the wire has no counting, and the gateway estimates.
     token_count: Callable[[Any], int] | None = None
+    # A cut answer is continued by an assistant turn holding its text, which the model goes on
+    # from (a prefill); else by that turn and a user turn asking to continue
+    # (gateway.handlers.recovery).
+    prefill: bool = False
 
     def stop_reason(self, native: object) -> StopReason:
         return stop_reasons.normalized(self.stop_reasons, native)
@@ -200,6 +204,7 @@ ANTHROPIC = Wire(
     stop_reasons.ANTHROPIC_NATIVE,
     Completeness.TERMINATOR,
     token_count=partial(token_count, field="input_tokens"),  # POST /v1/messages/count_tokens
+    prefill=True,
 )
 
 OPENAI_RESPONSES = Wire(

@@ -43,13 +43,15 @@ from gateway.events import StreamError
 from gateway.formats.registry import wire_for
 from gateway.handlers.attempt import Attempt
 from gateway.handlers.chaining import Chain, open_chain
+from gateway.handlers.continuation import Continuations, note_attempts
 from gateway.handlers.payload import record_dropped, upstream_payload
 from gateway.handlers.recording import complete_record, record_cost
+from gateway.handlers.recovery import Recovery, splices_for
 from gateway.handlers.responses import error_response, new_request_id
 from gateway.handlers.streaming import stream_reply
 from gateway.handlers.upstream_errors import status_error
 from gateway.handlers.validation import RequestBody, parse_json, validate
-from gateway.handlers.whole import whole_reply
+from gateway.handlers.whole import continue_whole, decode_whole, render_whole
 from gateway.observer import ExchangeObserver
 from gateway.resilience.circuit import Circuits
 from gateway.resilience.outcome import (
@@ -138,6 +140,9 @@ class Exchange:
     chain: Chain | None = None  # a Responses answer to keep, and the history it continued
     price: PriceSettings | None = None  # the current attempt's target's negotiated price
     pool_wait: float = 0.0  # seconds the current attempt waited for an upstream connection
+    route: ResolvedRoute | None = None  # set once routed
+    order: Sequence[ResolvedTarget] = ()  # the route's targets in this exchange's order
+    continuations: Continuations | None = None  # the current attempt's, when it may be continued
 
 
 async def serve(
@@ -299,7 +304,8 @@ async def _attempts(
     assert resilience is not None  # Gateway.__post_init__
     record = exchange.record
     balancer, circuits = resilience.balancer, resilience.circuits
-    order = balancer.order(route)
+    order = exchange.order = balancer.order(route)
+    exchange.route = route
     counted = route.route.balance == "least_in_flight"  # only that balance reads in-flight
     began = time.monotonic()
     retries: Retries | None = None  # built at the first failure: most exchanges have none
@@ -356,7 +362,13 @@ async def _attempts(
                 balancer.ended(key)
         attempt = exchange.attempt
         error = attempt.aggregator.error if attempt is not None else None
-        if error is not None and error.kind != "aborted":  # broke after the first byte
+        broke = error is not None and error.kind != "aborted"
+        continued = exchange.continuations
+        if continued is not None and note_attempts(
+            record, continued, target, started, response.status, broke
+        ):
+            return response
+        if broke:  # broke after the first byte
             _note(
                 record, target, Outcome(BROKEN, status=response.status), started, exchange.pool_wait
             )
@@ -411,6 +423,7 @@ async def _attempt(
     if translation.dropped.tools and gateway.settings.responses.unsupported_tools == "reject":
         names = ", ".join(translation.dropped.tools)
         raise InvalidRequest(f"tools: this upstream cannot run these tools: {names}", "tools")
+    recovery = _recovery(exchange, gateway, request, target, body, obj)
     terms = ReplyTerms(
         exchange.id,
         provider.name,
@@ -422,6 +435,7 @@ async def _attempt(
         response_id=body.new_response_id(),
         echo=body.echo(obj),
         encrypted_reasoning=body.wants_encrypted_reasoning,
+        splices=recovery.splices if recovery is not None else None,
     )
     record.response_id = terms.response_id
     attempt = exchange.attempt = Attempt(provider, wire, terms)
@@ -436,13 +450,46 @@ async def _attempt(
             raise status_error(reply.status, reply.headers, await reply.read(), wire.name)
         if record.stream:
             attempt.answered = True
-            response = await stream_reply(client, attempt, reply, request, record)
+            response = await stream_reply(client, attempt, reply, request, record, recovery)
         else:
             answer = await reply.read()  # a failure here is the attempt's, not a cut answer
             attempt.answered = True
-            response = whole_reply(client, attempt, answer)
+            body_of_answer = decode_whole(attempt, answer)
+            continued = recovery is not None and await continue_whole(attempt, recovery)
+            response = render_whole(client, attempt, body_of_answer, rebuilt=continued)
         if exchange.chain is not None:
             await exchange.chain.keep(attempt)
         return response
     finally:
         reply.release()
+
+
+def _recovery(
+    exchange: Exchange,
+    gateway: Gateway,
+    request: ClientRequest,
+    target: ResolvedTarget,
+    body: RequestBody,
+    obj: dict[str, Any],
+) -> Recovery | None:
+    """What may mend this attempt's answer if it is cut (gateway.handlers.recovery), when its
+    route turns recovery on and the request asks for one answer."""
+    exchange.continuations = None
+    route, resilience, stream = exchange.route, gateway.resilience, exchange.record.stream
+    assert route is not None and resilience is not None  # routed; Gateway.__post_init__
+    splices = splices_for(resilience.recovery(route), stream)
+    if splices is None or body.answers(obj) != 1:
+        return None
+    headers = forwarded_headers(gateway.access, FORWARDED_HEADERS, request.headers)
+    exchange.continuations = Continuations(
+        exchange.client,
+        obj,
+        exchange.order,
+        target,
+        gateway.providers,
+        resilience.circuits,
+        gateway.settings.retry_for(route),
+        headers,
+        stream,
+    )
+    return Recovery(splices, exchange.continuations)

@@ -46,6 +46,9 @@ def complete_record(
         record.output_tokens = usage.output_tokens
         record.cache_read_tokens = usage.cache_read_tokens
         record.cache_creation_tokens = usage.cache_creation_tokens
+        splices = attempt.terms.splices
+        if splices is not None:
+            record.recovered = splices.summary()
     error = snapshot.error
     if error is not None and record.error_class is None:
         record.error_class = f"stream_{error.kind}"

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 import traceback
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, cast
 
 from aiohttp import web
@@ -29,7 +29,7 @@ from aiohttp import web
 from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat
 from gateway.client_request import ClientRequest
-from gateway.encode import Parsed
+from gateway.encode import Parsed, StreamWriter
 from gateway.errors import (
     GatewayError,
     UpstreamError,
@@ -37,10 +37,12 @@ from gateway.errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
-from gateway.events import Event, Stop, StreamEnd, StreamError
-from gateway.formats.registry import UNREADABLE
+from gateway.events import Event, Stop, StopReason, StreamEnd, StreamError
+from gateway.formats.registry import UNREADABLE, Framing, StreamDecoder
 from gateway.formats.sse import SSEFrame
 from gateway.handlers.attempt import BROKEN, Attempt, stopped, unreadable
+from gateway.handlers.recovery import LENGTH, Recovery
+from gateway.normalize.splice import OverlapTrimmer, SplicedDecoder
 from providers.base import UpstreamReply
 
 log = logging.getLogger("gateway.exchange")
@@ -59,17 +61,27 @@ class StreamRun:
     """Drives one upstream stream into one client response."""
 
     def __init__(
-        self, client: ClientFormat, attempt: Attempt, request: ClientRequest, record: AuditRecord
+        self,
+        client: ClientFormat,
+        attempt: Attempt,
+        request: ClientRequest,
+        record: AuditRecord,
+        recovery: Recovery | None = None,
     ) -> None:
         self.attempt = attempt
         self.request = request
         self.record = record
-        self.decoder = attempt.wire.stream_decoder()
-        self.writer = client.stream_writer(attempt.wire.name, attempt.terms)
+        self.framing: Callable[[], Framing] = attempt.wire.framing
+        self.decoder: StreamDecoder = attempt.wire.stream_decoder()
+        self.writer: StreamWriter = client.stream_writer(attempt.wire.name, attempt.terms)
         self.response: web.StreamResponse | None = None
         self.early: StreamError | None = None  # the failure before anything reached the client
         self.over = False
         self._out: list[bytes] = []  # what this read's frames produced, not yet written
+        self.recovery = recovery  # None: a cut is written as it comes (the default)
+        # A cut the recovery may mend, its ending not written yet: (cut reason, the break; None
+        # for an answer stopped at max tokens).
+        self.pending: tuple[str, StreamError | None] | None = None
 
     def frame(self, frame: SSEFrame) -> Ending | None:
         try:
@@ -105,7 +117,14 @@ class StreamRun:
 
     async def _end(self, frame: SSEFrame | None, obj: Parsed, live: Sequence[Event]) -> None:
         self.over = True
-        response = self.attempt.aggregator.final()
+        agg = self.attempt.aggregator
+        recovery = self.recovery
+        stopped_at_length = agg.stop[0] is StopReason.LENGTH
+        if recovery is not None and stopped_at_length and recovery.continues_length(agg):
+            self._out.append(self.writer.feed(frame, obj, live))
+            self.pending = (LENGTH, None)
+            return await self.flush()
+        response = agg.final()
         out = self.writer.feed(frame, obj, live)
         self._out.append(out + self.writer.end(self.attempt.verdict(), response))
         await self.flush(end=True)
@@ -115,10 +134,43 @@ class StreamRun:
         if self.response is None and not self._out:
             self.early = error  # nothing reached the client: it gets a real HTTP status
             return
+        if self.recovery is not None:
+            cause = self.recovery.cause_of_break(self.attempt.aggregator, error)
+            if cause is not None:
+                if live:  # a relay writes no events of their own: the continuation's writer does
+                    self.writer = self.writer.resume()
+                    self._out.append(self.writer.feed(None, None, live))
+                self.pending = (cause, error)
+                return await self.flush()
         response = self.attempt.aggregator.final()
         out = self.writer.feed(None, None, live)
         self._out.append(out + self.writer.fail(error, self.attempt.verdict(), response))
         await self.flush(end=True)
+
+    async def continued(self, cause: str, error: StreamError | None) -> UpstreamReply | None:
+        """The reply that continues the cut answer, its decoder and writer in place; None when
+        no target gave one, and the cut's ending is written as it would have been."""
+        assert self.recovery is not None  # only a recovery leaves a cut pending
+        agg = self.attempt.aggregator
+        sent = agg.text_so_far()
+        found = await self.recovery.continuer(sent, cause)
+        if found is None:
+            response = agg.final()
+            verdict = self.attempt.verdict()
+            if error is None:
+                self._out.append(self.writer.end(verdict, response))
+            else:
+                self._out.append(self.writer.fail(error, verdict, response))
+            await self.flush(end=True)
+            return None
+        self.recovery.splices.spliced_at(cause, len(sent), found.target)
+        agg.resume()
+        self.writer = self.writer.resume()
+        self.framing = found.wire.framing
+        trimmer = OverlapTrimmer(sent, found.blank_sent)
+        self.decoder = SplicedDecoder(found.wire.stream_decoder(), trimmer)
+        self.over = False
+        return found.reply
 
     async def upstream_failed(self, error: StreamError, exc: UpstreamError) -> None:
         if self.response is None:
@@ -203,15 +255,21 @@ async def stream_reply(
     reply: UpstreamReply,
     request: ClientRequest,
     record: AuditRecord,
+    recovery: Recovery | None = None,
 ) -> web.StreamResponse:
-    run = StreamRun(client, attempt, request, record)
+    run = StreamRun(client, attempt, request, record, recovery)
     try:
-        await _relay(run, reply)
-    except UpstreamTimeout as exc:
-        record.timeout = exc.which
-        await run.upstream_failed(StreamError("timeout", exc.message, "timeout_error"), exc)
-    except UpstreamError as exc:
-        await run.upstream_failed(StreamError("truncated", exc.message), exc)
+        await _relay_upstream(run, reply)
+        while run.pending is not None:  # a cut the recovery may mend
+            cause, error = run.pending
+            run.pending = None
+            continuation = await run.continued(cause, error)
+            if continuation is None:
+                break
+            try:
+                await _relay_upstream(run, continuation)
+            finally:
+                continuation.release()
     except ConnectionError:
         attempt.broke(StreamError("aborted", "the client disconnected"))
         log.info("client disconnected", extra={"request_id": attempt.terms.request_id})
@@ -233,8 +291,19 @@ async def stream_reply(
     return run.response
 
 
+async def _relay_upstream(run: StreamRun, reply: UpstreamReply) -> None:
+    """One upstream reply into the client's stream; a failure of the upstream is the stream's."""
+    try:
+        await _relay(run, reply)
+    except UpstreamTimeout as exc:
+        run.record.timeout = exc.which
+        await run.upstream_failed(StreamError("timeout", exc.message, "timeout_error"), exc)
+    except UpstreamError as exc:
+        await run.upstream_failed(StreamError("truncated", exc.message), exc)
+
+
 async def _relay(run: StreamRun, reply: UpstreamReply) -> None:
-    framing = run.attempt.wire.framing()
+    framing = run.framing()
     # Closed here when the relay ends before the body does (a stream's end event comes before
     # its last bytes): left to the collector, an unfinished async generator is closed by a task
     # the loop is woken for from "another thread" (an eventfd write and read per stream).

@@ -46,6 +46,10 @@ class RequestBody(BaseModel):
     def wants_encrypted_reasoning(self) -> bool:
         return False
 
+    def answers(self, obj: dict[str, Any]) -> int:
+        """How many answers the request asks for (a cut stream is continued only with one)."""
+        return 1
+
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -60,6 +64,10 @@ class ChatCompletionsBody(RequestBody):
     @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
+
+    def answers(self, obj: dict[str, Any]) -> int:
+        n = obj.get("n")
+        return n if isinstance(n, int) and not isinstance(n, bool) else 1
 
     def check_shapes(self, endpoint: str) -> None:
         # The runaway guard reads every assistant tool call, whatever the route.

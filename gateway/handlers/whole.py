@@ -2,6 +2,9 @@
 
     upstream JSON -> wire body decoder -> events -> aggregator -> verdict -> body renderer
 
+With [recovery] max_tokens = "continue", an answer cut at max tokens is continued by further
+whole answers before it is rendered (`continue_whole`), and rebuilt from the aggregate.
+
 A body that is not the wire's is a 502 in the client's format (and a cut answer in the record);
 an upstream that stopped the generation with an error answers with the client's error JSON,
 carrying the `gateway` object.
@@ -16,9 +19,11 @@ from aiohttp import web
 
 from gateway.client_formats import ClientFormat
 from gateway.errors import UpstreamError, UpstreamProtocolError
-from gateway.events import StreamError
+from gateway.events import StopReason, StreamError
 from gateway.formats.registry import UNREADABLE
 from gateway.handlers.attempt import BROKEN, Attempt
+from gateway.handlers.recovery import LENGTH, Recovery
+from gateway.normalize.splice import OverlapTrimmer, spliced
 
 
 def _decode(attempt: Attempt, raw: bytes) -> tuple[dict[str, Any], StreamError | None]:
@@ -40,9 +45,23 @@ def _decode(attempt: Attempt, raw: bytes) -> tuple[dict[str, Any], StreamError |
 
 
 def whole_reply(client: ClientFormat, attempt: Attempt, raw: bytes) -> web.Response:
+    return render_whole(client, attempt, decode_whole(attempt, raw))
+
+
+def decode_whole(attempt: Attempt, raw: bytes) -> dict[str, Any]:
+    """The upstream body, its events in the attempt's aggregator; a body that is not the
+    wire's raises UpstreamProtocolError (a 502 in the client's format)."""
     upstream, problem = _decode(attempt, raw)
     if problem is not None:
         raise UpstreamProtocolError(problem.message)
+    return upstream
+
+
+def render_whole(
+    client: ClientFormat, attempt: Attempt, upstream: dict[str, Any], rebuilt: bool = False
+) -> web.Response:
+    """The client's body; `rebuilt`: from the aggregate alone, never the upstream's body relayed
+    (the answer is more than that body: a continuation was spliced on)."""
     terms = attempt.terms
     response = attempt.aggregator.final()
     verdict = attempt.verdict()
@@ -51,6 +70,38 @@ def whole_reply(client: ClientFormat, attempt: Attempt, raw: bytes) -> web.Respo
         status, body, headers = client.render_error(err, terms.request_id)
         data = {**orjson.loads(body), "gateway": terms.extension(verdict)}
         return web.Response(status=status, body=orjson.dumps(data), headers=headers)
-    out = client.render_body(attempt.wire.name, upstream, response, verdict, terms)
+    if rebuilt:
+        out = client.build_body(response, verdict, terms)
+    else:
+        out = client.render_body(attempt.wire.name, upstream, response, verdict, terms)
     headers = {"content-type": "application/json", "x-request-id": terms.request_id}
     return web.Response(body=orjson.dumps(out), headers=headers)
+
+
+async def continue_whole(attempt: Attempt, recovery: Recovery) -> bool:
+    """A whole answer cut at max tokens, continued ([recovery] max_tokens) by whole answers
+    (gateway.handlers.recovery) until one stops otherwise or the bound is reached; whether any
+    was spliced on. A continuation that fails or is not its wire's ends the splicing there."""
+    agg = attempt.aggregator
+    continued = False
+    while agg.stop[0] is StopReason.LENGTH and recovery.continues_length(agg):
+        sent = agg.text_so_far()
+        found = await recovery.continuer(sent, LENGTH)
+        if found is None:
+            break
+        try:
+            body = orjson.loads(await found.reply.read())
+            if not isinstance(body, dict):
+                raise TypeError("not an object")
+            events = found.wire.body_events(body)
+        except (UpstreamError, *UNREADABLE):
+            recovery.continuer.discard()
+            break
+        finally:
+            found.reply.release()
+        recovery.splices.spliced_at(LENGTH, len(sent), found.target)
+        agg.resume()
+        for event in spliced(events, OverlapTrimmer(sent, found.blank_sent)):
+            agg.handle(event)
+        continued = True
+    return continued

@@ -94,6 +94,7 @@ class ChunkAggregator:
         "_resp",
         "_text",
         "_thinking",
+        "_usage_base",
     )
 
     def __init__(self) -> None:
@@ -105,6 +106,7 @@ class ChunkAggregator:
         self._args: list[list[str]] = []
         self._handlers = _HANDLERS  # _AFTER_END once the stream ended
         self._final = False
+        self._usage_base: Usage | None = None  # what answers before a continuation used
 
     @property
     def tool_calls(self) -> list[ToolCall]:
@@ -131,6 +133,31 @@ class ChunkAggregator:
 
     def arguments(self, index: int) -> str:
         return "".join(self._args[index])
+
+    def text_so_far(self) -> str:
+        return "".join(self._text)
+
+    @property
+    def streamed_thinking(self) -> bool:
+        return bool(self._thinking)
+
+    @property
+    def streamed_refusal(self) -> bool:
+        return bool(self._refusal)
+
+    def resume(self) -> None:
+        """A continuation of this answer follows (gateway.handlers.recovery): the stream is
+        open again. Its content stays; its ending (the break, or the stop at max tokens) is
+        forgotten, and the usage so far is added to the continuation's."""
+        resp = self._resp
+        self._handlers = _HANDLERS
+        self._final = False
+        usage, resp.usage = resp.usage, Usage()
+        self._usage_base = usage if self._usage_base is None else _summed(self._usage_base, usage)
+        resp.error = None
+        resp.complete = resp.terminator_seen = False
+        resp.stop_reason, resp.native_stop_reason = StopReason.UNKNOWN, None
+        resp.stop_sequence = resp.stop_details = None
 
     def handle(self, event: Event) -> StreamError | None:
         """Fold one event; returns the protocol error when the event breaks the stream's order
@@ -220,7 +247,19 @@ class ChunkAggregator:
             call.arguments = "".join(parts)
             call.parsed, call.parse_failure = parse_arguments(call.index, call.arguments)
         resp.tool_calls = self._calls
+        if self._usage_base is not None:
+            resp.usage = _summed(self._usage_base, resp.usage)
+            self._usage_base = None
         return resp
+
+
+def _summed(first: Usage, second: Usage) -> Usage:
+    """Two answers' usage together; a count neither knows stays unknown."""
+    total = Usage()
+    for name in Usage.__slots__:
+        a, b = getattr(first, name), getattr(second, name)
+        setattr(total, name, b if a is None else a if b is None else a + b)
+    return total
 
 
 def _native_for_error(event: StreamError) -> str:

@@ -1,4 +1,5 @@
-"""The resilience state one gateway process keeps: target balance, circuits, retry policies."""
+"""The resilience state one gateway process keeps: target balance, circuits, retry policies and
+the routes' recovery of cut streams."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 from gateway.resilience.balance import Balancer
 from gateway.resilience.circuit import Circuits
 from gateway.resilience.retry import RetryPolicy
-from gateway.settings import ResolvedRoute, Settings
+from gateway.settings import RecoverySettings, ResolvedRoute, Settings
 
 
 class Resilience:
@@ -19,6 +20,7 @@ class Resilience:
         circuit = settings.circuit
         self.circuits = Circuits(circuit.failures, circuit.cooldown, on_state=on_circuit)
         self._policies: dict[int, RetryPolicy] = {}  # by route index: its table never changes
+        self._recovery: dict[int, RecoverySettings] = {}
 
     def policy(self, route: ResolvedRoute) -> RetryPolicy:
         policy = self._policies.get(route.route_index)
@@ -26,3 +28,10 @@ class Resilience:
             policy = RetryPolicy(self.settings.retry_for(route))
             self._policies[route.route_index] = policy
         return policy
+
+    def recovery(self, route: ResolvedRoute) -> RecoverySettings:
+        """The route's [recovery] over the top-level table's, merged once per route."""
+        recovery = self._recovery.get(route.route_index)
+        if recovery is None:
+            recovery = self._recovery[route.route_index] = self.settings.recovery_for(route)
+        return recovery

@@ -97,6 +97,7 @@
     stackedBars(chart("resilience"), data.series, domain, data.window.step, [
       { name: "retried", color: "#f59f00", value: (p) => p.retried },
       { name: "fell back", color: "#ae3ec9", value: (p) => p.fallbacks },
+      { name: "recovered", color: "#2f9e44", value: (p) => p.recovered },
     ], count);
     stackedBars(chart("cost"), data.series, domain, data.window.step, [
       { name: "cost", color: "#1098ad", value: (p) => p.cost_usd || 0 },
@@ -128,6 +129,7 @@
     set("withheld_tool_calls", count(totals.withheld_tool_calls));
     set("retried", count(totals.retried));
     set("fallbacks", count(totals.fallbacks));
+    set("recovered", count(totals.recovered));
     set("cost_usd", usd(totals.cost_usd));
     set("cost_unknown", totals.cost_unknown ? count(totals.cost_unknown) + " answers of unknown cost" : "");
   }
@@ -155,6 +157,7 @@
         cell(row, count(g.withheld_tool_calls), "num");
         cell(row, count(g.retried), "num");
         cell(row, count(g.fallbacks), "num");
+        cell(row, count(g.recovered), "num");
         cell(row, ms(g.ttfb_p50_ms), "num");
         cell(row, ms(g.ttfb_p95_ms), "num");
         cell(row, ms(g.total_p50_ms), "num");

@@ -170,8 +170,9 @@ def test_no_flag_leaves_the_clients_bytes_alone() -> None:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_own_finish_reasons_are_read_by_the_flag(compat: AzureStack, stream: bool) -> None:
-    """`max_new_tokens` (a TGI-style value) is LENGTH with the flag, UNKNOWN without it."""
-    expected = {"cq": ("length", "length", True), "cp": ("stop", "unknown", False)}
+    """`max_new_tokens` (a TGI-style value) is LENGTH with the flag, UNKNOWN without it (and
+    then goes through to the OpenAI client as the upstream sent it)."""
+    expected = {"cq": ("length", "length", True), "cp": ("max_new_tokens", "unknown", False)}
     for prefix, (finish_seen, stop_recorded, truncated) in expected.items():
         model = name(prefix)
         if stream:

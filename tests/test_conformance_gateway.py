@@ -30,12 +30,8 @@ LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
 # (README "Stop reasons as the client sees them": UNKNOWN -> stop / end_turn), where DESIGN.md
 # §4 says an unknown enum value passes through; the native value is kept only in
 # `native_finish_reason` / `gateway.native_stop_reason`.
-UNKNOWN_REWRITTEN = "unknown value rewritten to the plain stop in a same-format exchange"
-XFAIL = {
-    f"unknown/{wire}/{wire}/{mode}": UNKNOWN_REWRITTEN
-    for wire in ("openai", "anthropic")
-    for mode in ("whole", "stream")
-}
+# Cases this gateway is known to get wrong, by id, with the defect (none at present).
+XFAIL: dict[str, str] = {}
 
 
 class Upstream:

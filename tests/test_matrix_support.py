@@ -601,8 +601,9 @@ STOP_ROWS = [
     Row("openai", "function_call", "tool_calls", "tool_calls", "tool_use", tools=True),
     Row("openai", "length", "length", "length", "max_tokens", truncated=True),
     Row("openai", "content_filter", "content_filter", "content_filter", "refusal"),
-    Row("openai", UNKNOWN_NATIVE, "unknown", "stop", "end_turn"),
-    Row("openai", UNKNOWN_NATIVE, "unknown", "tool_calls", "tool_use", tools=True),
+    # An unknown value goes through as sent to a client of the upstream's own format.
+    Row("openai", UNKNOWN_NATIVE, "unknown", UNKNOWN_NATIVE, "end_turn"),
+    Row("openai", UNKNOWN_NATIVE, "unknown", UNKNOWN_NATIVE, "tool_use", tools=True),
     Row("anthropic", "end_turn", "stop", "stop", "end_turn"),
     Row("anthropic", "tool_use", "tool_calls", "tool_calls", "tool_use", tools=True),
     Row("anthropic", "max_tokens", "length", "length", "max_tokens", truncated=True),
@@ -624,8 +625,8 @@ STOP_ROWS = [
         "model_context_window_exceeded",
         truncated=True,
     ),
-    Row("anthropic", UNKNOWN_NATIVE, "unknown", "stop", "end_turn"),
-    Row("anthropic", UNKNOWN_NATIVE, "unknown", "tool_calls", "tool_use", tools=True),
+    Row("anthropic", UNKNOWN_NATIVE, "unknown", "stop", UNKNOWN_NATIVE),
+    Row("anthropic", UNKNOWN_NATIVE, "unknown", "tool_calls", UNKNOWN_NATIVE, tools=True),
 ]
 # Every row, to both client formats.
 ROW_CASES = [(client, row) for row in STOP_ROWS for client in CLIENTS]

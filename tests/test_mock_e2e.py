@@ -108,7 +108,7 @@ COMPLETE = {
     ),
     "unknown-stop": Expect(
         "stop",
-        "end_turn",
+        "some_future_reason",  # the mock speaks Anthropic's wire: passed through as sent
         "unknown",
         "some_future_reason",
         "This turn ends with some_future_reason.",

@@ -7,18 +7,20 @@ from typing import Any
 
 from gateway.encode import ReplyTerms
 from gateway.encode.anthropic_stream import stop_details, usage_body
-from gateway.formats.stop_reasons import to_anthropic
+from gateway.formats.stop_reasons import relayed, to_anthropic
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 
 
 def relay_body(body: dict[str, Any], verdict: Verdict, terms: ReplyTerms) -> dict[str, Any]:
-    """Same-format: the upstream body with every field kept; withheld tool_use blocks removed."""
+    """Same-format: the upstream body with every field kept; withheld tool_use blocks removed; a
+    stop_reason the gateway does not know goes through as sent."""
     if not verdict.deliver_tool_calls:
         body["content"] = [b for b in body.get("content") or () if b.get("type") != "tool_use"]
-    body["stop_reason"] = to_anthropic(
+    shown = to_anthropic(
         verdict.stop_reason, verdict.delivered_tool_calls, body.get("stop_sequence")
     )
+    body["stop_reason"] = relayed(verdict.stop_reason, verdict.native_stop_reason, shown)
     body["gateway"] = terms.extension(verdict)
     return body
 

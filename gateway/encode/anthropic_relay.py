@@ -20,7 +20,7 @@ from gateway.encode.anthropic_errors import stream_frame
 from gateway.encode.anthropic_stream import AnthropicMessagesWriter
 from gateway.events import Event, StreamError
 from gateway.formats.sse import SSEFrame, encode
-from gateway.formats.stop_reasons import to_anthropic
+from gateway.formats.stop_reasons import relayed, to_anthropic
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 
@@ -109,9 +109,10 @@ class AnthropicRelay:
         self, message_delta: dict[str, Any], verdict: Verdict, response: AggregatedResponse
     ) -> None:
         delta = message_delta.setdefault("delta", {})
-        delta["stop_reason"] = to_anthropic(
+        shown = to_anthropic(
             verdict.stop_reason, verdict.delivered_tool_calls, response.stop_sequence
         )
+        delta["stop_reason"] = relayed(verdict.stop_reason, verdict.native_stop_reason, shown)
         message_delta["gateway"] = self._terms.extension(verdict)
 
     def _release(self, verdict: Verdict) -> bytes:

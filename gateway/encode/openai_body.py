@@ -9,15 +9,15 @@ from typing import Any
 from gateway.encode import ReplyTerms
 from gateway.encode.openai_stream import usage_body
 from gateway.events import StopReason
-from gateway.formats.stop_reasons import from_openai, to_openai
+from gateway.formats.stop_reasons import from_openai, relayed, to_openai
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 
 
 def relay_body(body: dict[str, Any], verdict: Verdict, terms: ReplyTerms) -> dict[str, Any]:
     """Same-format: the upstream body with every field kept, choices normalized. A choice's
-    finish_reason stays the native value's own (a refusal keeps `stop`); the `gateway` object
-    carries choice 0's verdict."""
+    finish_reason stays the native value's own (a refusal keeps `stop`, a value the gateway does
+    not know goes through as sent); the `gateway` object carries choice 0's verdict."""
     for choice in body.get("choices") or ():
         native = choice.get("finish_reason")
         message = choice.get("message") or {}
@@ -34,7 +34,8 @@ def relay_body(body: dict[str, Any], verdict: Verdict, terms: ReplyTerms) -> dic
         shown = from_openai(native)
         if choice_verdict is verdict and verdict.stop_reason is not StopReason.REFUSAL:
             shown = verdict.stop_reason  # the decoder's reading, the provider's own values too
-        choice["finish_reason"] = to_openai(shown, choice_verdict.delivered_tool_calls)
+        shown_value = to_openai(shown, choice_verdict.delivered_tool_calls)
+        choice["finish_reason"] = relayed(shown, native, shown_value)
         choice["native_finish_reason"] = native
     body["gateway"] = terms.extension(verdict)
     return body

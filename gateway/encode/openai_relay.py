@@ -23,7 +23,7 @@ from gateway.encode.openai_stream import OpenAIChatWriter
 from gateway.events import Event, Stop, StopReason, StreamError
 from gateway.formats.openai_chat import ToolSlots
 from gateway.formats.sse import SSEFrame, encode
-from gateway.formats.stop_reasons import from_openai, to_openai
+from gateway.formats.stop_reasons import from_openai, relayed, to_openai
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 
@@ -109,7 +109,8 @@ class OpenAIRelay:
         if held:
             live = _without_finish(chunk, choice)  # its text goes now, its finish may not
             choice["delta"] = {}
-        choice["finish_reason"] = to_openai(shown, verdict.delivered_tool_calls)
+        shown_value = to_openai(shown, verdict.delivered_tool_calls)
+        choice["finish_reason"] = relayed(reason, finish, shown_value)
         choice["native_finish_reason"] = finish
         chunk["gateway"] = ext
         if held:

@@ -180,6 +180,15 @@ def to_openai(reason: StopReason, has_tool_calls: bool) -> str:
     return TO_OPENAI.get(reason, "stop")
 
 
+def relayed(reason: StopReason, native: object, shown: str) -> str:
+    """What a same-format relay tells its client: the standard value `shown`, except that a
+    value the gateway does not know goes through as the upstream sent it (every enum met on the
+    wire is open): the client reads what its upstream said, never a plain stop in its place."""
+    if reason is S.UNKNOWN and isinstance(native, str) and native:
+        return native
+    return shown
+
+
 def to_responses(reason: StopReason) -> tuple[str, str | None]:
     """`status` and `incomplete_details.reason` for a normalized reason."""
     return TO_RESPONSES.get(reason, ("completed", None))

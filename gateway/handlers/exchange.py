@@ -475,9 +475,13 @@ def _recovery(
     """What may mend this attempt's answer if it is cut (gateway.handlers.recovery), when its
     route turns recovery on and the request asks for one answer."""
     exchange.continuations = None
-    route, resilience, stream = exchange.route, gateway.resilience, exchange.record.stream
+    route, resilience = exchange.route, gateway.resilience
     assert route is not None and resilience is not None  # routed; Gateway.__post_init__
-    splices = splices_for(resilience.recovery(route), stream)
+    settings = resilience.recovery(route)
+    if settings is None:  # the default: nothing is continued
+        return None
+    stream = exchange.record.stream
+    splices = splices_for(settings, stream)
     if splices is None or body.answers(obj) != 1:
         return None
     headers = forwarded_headers(gateway.access, FORWARDED_HEADERS, request.headers)

@@ -55,6 +55,7 @@ STOPPED_MID_STREAM = "The gateway stopped this exchange before the answer was co
 Ending = Coroutine[Any, Any, None]
 # Events that may end the relay (a Stop only when the upstream stopped with an error).
 TERMINAL = frozenset({StreamEnd, StreamError, Stop})
+LENGTH_STOP = StopReason.LENGTH
 
 
 class StreamRun:
@@ -119,8 +120,7 @@ class StreamRun:
         self.over = True
         agg = self.attempt.aggregator
         recovery = self.recovery
-        stopped_at_length = agg.stop[0] is StopReason.LENGTH
-        if recovery is not None and stopped_at_length and recovery.continues_length(agg):
+        if recovery is not None and agg.stop[0] is LENGTH_STOP and recovery.continues_length(agg):
             self._out.append(self.writer.feed(frame, obj, live))
             self.pending = (LENGTH, None)
             return await self.flush()

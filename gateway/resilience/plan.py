@@ -20,7 +20,7 @@ class Resilience:
         circuit = settings.circuit
         self.circuits = Circuits(circuit.failures, circuit.cooldown, on_state=on_circuit)
         self._policies: dict[int, RetryPolicy] = {}  # by route index: its table never changes
-        self._recovery: dict[int, RecoverySettings] = {}
+        self._recovery: dict[int, RecoverySettings | None] = {}
 
     def policy(self, route: ResolvedRoute) -> RetryPolicy:
         policy = self._policies.get(route.route_index)
@@ -29,9 +29,12 @@ class Resilience:
             self._policies[route.route_index] = policy
         return policy
 
-    def recovery(self, route: ResolvedRoute) -> RecoverySettings:
-        """The route's [recovery] over the top-level table's, merged once per route."""
-        recovery = self._recovery.get(route.route_index)
-        if recovery is None:
-            recovery = self._recovery[route.route_index] = self.settings.recovery_for(route)
-        return recovery
+    def recovery(self, route: ResolvedRoute) -> RecoverySettings | None:
+        """The route's [recovery] over the top-level table's, merged once per route; None when
+        it continues nothing (the default), so an exchange looks no further."""
+        try:
+            return self._recovery[route.route_index]
+        except KeyError:
+            settings = self.settings.recovery_for(route)
+            found = self._recovery[route.route_index] = settings if settings.enabled else None
+            return found

@@ -3,8 +3,9 @@
     python scripts/docs/dashboard_screenshot.py [docs/dashboard.png]
 
 Fills a temporary SQLite audit store with a seeded day of exchanges (four providers, cuts at
-max tokens and at the context window, withheld tool calls, retries, fallbacks, costs), serves the
-gateway on it, and takes a screenshot of the page in Debian's Chromium through Playwright.
+max tokens and at the context window, withheld tool calls, retries, fallbacks, recovered streams,
+costs), serves the gateway on it, and takes a screenshot of the page in Debian's Chromium
+through Playwright.
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ def exchange(i: int, rng: random.Random, now: float) -> AuditRecord:
     if rng.random() < 0.02:  # a fallback
         failed = {"provider": "azure", "upstream_model": "gpt-5", "outcome": "error_status"}
         attempts.insert(0, failed)
+    recovered = None
+    if not cut and rng.random() < 0.015:  # a stream broken mid-way and continued ([recovery])
+        at = rng.randrange(200, 4000)
+        recovered = {"breaks": 1, "max_tokens": 0, "at_chars": [at], "targets": [f"{provider}/*"]}
+        recovered["causes"] = [rng.choice(["missing_terminator", "upstream_timeout"])]
+        attempts = [{**target, "outcome": "broken"}, {**target, **attempts[-1], "continues": True}]
     first = started + ttfb * (0.5 + rng.random())
     return AuditRecord(
         id=f"{int(started * 1000):x}{i:06x}",
@@ -83,6 +90,7 @@ def exchange(i: int, rng: random.Random, now: float) -> AuditRecord:
         output_tokens=rng.randrange(50, 4000),
         attempts=attempts,
         cost_usd=None if provider == "local" else rng.random() * 0.05,
+        recovered=recovered,
     )
 
 

@@ -415,17 +415,26 @@ class FaultUpstream:
 
     @staticmethod
     async def _read(reader: asyncio.StreamReader) -> Request | None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError:
+        read = await read_request(reader)
+        if read is None:
             return None
-        line, *fields = head.decode("latin-1").split("\r\n")
-        path = line.split(" ")[1].split("?")[0]
-        headers = {}
-        for item in fields:
-            name, _, value = item.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        body = orjson.loads(await reader.readexactly(int(headers.get("content-length", "0"))))
+        path, body = read
         wire = WIRES.get(path, "openai")
         model = body.get("model", "")
         return Request(path, wire, model, body.get("stream") is True, body)
+
+
+async def read_request(reader: asyncio.StreamReader) -> tuple[str, dict[str, Any]] | None:
+    """One request's path (without its query) and JSON body; None when the peer sent none."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return None
+    line, *fields = head.decode("latin-1").split("\r\n")
+    path = line.split(" ")[1].split("?")[0]
+    headers = {}
+    for item in fields:
+        name, _, value = item.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    body = orjson.loads(await reader.readexactly(int(headers.get("content-length", "0"))))
+    return path, body

@@ -23,7 +23,7 @@ from urllib.parse import unquote
 import orjson
 
 from tests.bedrock_upstream import event_message, exception_message
-from tests.fault_upstream import Conn, FaultUpstream, Play, Request
+from tests.fault_upstream import Conn, FaultUpstream, Play, Request, read_request
 
 INPUT_TOKENS = 10
 
@@ -440,16 +440,9 @@ class RecoveryUpstream(FaultUpstream):
 
     @staticmethod
     async def _read(reader: asyncio.StreamReader) -> Request | None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError:
+        read = await read_request(reader)
+        if read is None:
             return None
-        line, *fields = head.decode("latin-1").split("\r\n")
-        path = line.split(" ")[1].split("?")[0]
-        headers = {}
-        for item in fields:
-            name, _, value = item.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        body = orjson.loads(await reader.readexactly(int(headers.get("content-length", "0"))))
+        path, body = read
         wire, model = wire_and_model(path, body)
         return Request(path, wire, model, streamed(wire, path, body), body)

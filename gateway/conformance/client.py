@@ -11,6 +11,7 @@ broke mid-body), `timeout` (the client gave up). Nothing here decides what the r
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -19,11 +20,6 @@ import aiohttp
 from gateway.conformance.cases import STOP_SEQUENCE, TOOL_NAME, Case, model_name
 from gateway.conformance.sse import Event, SseReader
 
-PATHS: Final = {
-    "openai": "/v1/chat/completions",
-    "anthropic": "/v1/messages",
-    "responses": "/v1/responses",
-}
 MAX_TOKENS: Final = 256
 SCHEMA: Final = {
     "type": "object",
@@ -73,38 +69,67 @@ def prompt(exchange: Exchange, target: Target) -> str:
     return f"Conformance case {exchange.case.id}. {mark}"
 
 
-def body_for(exchange: Exchange, target: Target) -> dict[str, Any]:
-    case, text = exchange.case, prompt(exchange, target)
-    body: dict[str, Any] = {"model": exchange.model, "stream": exchange.stream}
-    if exchange.client == "openai":
-        body |= {"messages": [{"role": "user", "content": text}]}
-        body["max_completion_tokens"] = MAX_TOKENS
-        if exchange.stream:
-            body["stream_options"] = {"include_usage": True}
-        if case.tools:
-            function = {"name": TOOL_NAME, "description": DESCRIPTION, "parameters": SCHEMA}
-            body["tools"] = [{"type": "function", "function": function}]
-        if case.stop_sequences:
-            body["stop"] = [STOP_SEQUENCE]
-    elif exchange.client == "anthropic":
-        body |= {"max_tokens": MAX_TOKENS, "messages": [{"role": "user", "content": text}]}
-        if case.tools:
-            tool = {"name": TOOL_NAME, "description": DESCRIPTION, "input_schema": SCHEMA}
-            body["tools"] = [tool]
-        if case.stop_sequences:
-            body["stop_sequences"] = [STOP_SEQUENCE]
-    else:
-        body |= {"input": text, "max_output_tokens": MAX_TOKENS, "store": False}
-        if case.tools:
-            tool = {"type": "function", "name": TOOL_NAME, "description": DESCRIPTION}
-            body["tools"] = [tool | {"parameters": SCHEMA}]
+def _chat(case: Case, text: str, stream: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"messages": [{"role": "user", "content": text}]}
+    body["max_completion_tokens"] = MAX_TOKENS
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    if case.tools:
+        function = {"name": TOOL_NAME, "description": DESCRIPTION, "parameters": SCHEMA}
+        body["tools"] = [{"type": "function", "function": function}]
+    if case.stop_sequences:
+        body["stop"] = [STOP_SEQUENCE]
     return body
+
+
+def _messages(case: Case, text: str, stream: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"max_tokens": MAX_TOKENS}
+    body["messages"] = [{"role": "user", "content": text}]
+    if case.tools:
+        body["tools"] = [{"name": TOOL_NAME, "description": DESCRIPTION, "input_schema": SCHEMA}]
+    if case.stop_sequences:
+        body["stop_sequences"] = [STOP_SEQUENCE]
+    return body
+
+
+def _responses(case: Case, text: str, stream: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"input": text, "max_output_tokens": MAX_TOKENS, "store": False}
+    if case.tools:
+        tool = {"type": "function", "name": TOOL_NAME, "description": DESCRIPTION}
+        body["tools"] = [tool | {"parameters": SCHEMA}]
+    return body
+
+
+@dataclass(frozen=True)
+class ClientFormat:
+    """How a client of one format asks: its path, its body (the SDK's shape, but for the model
+    and the stream flag), the headers it adds to the bearer key."""
+
+    path: str
+    request: Callable[[Case, str, bool], dict[str, Any]]
+    key_headers: Callable[[str], dict[str, str]] = lambda key: {}
+
+
+CLIENT_FORMATS: Final[Mapping[str, ClientFormat]] = {
+    "openai": ClientFormat("/v1/chat/completions", _chat),
+    "anthropic": ClientFormat(
+        "/v1/messages",
+        _messages,
+        lambda key: {"x-api-key": key, "anthropic-version": "2023-06-01"},
+    ),
+    "responses": ClientFormat("/v1/responses", _responses),
+}
+
+
+def body_for(exchange: Exchange, target: Target) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": exchange.model, "stream": exchange.stream}
+    fmt = CLIENT_FORMATS[exchange.client]
+    return body | fmt.request(exchange.case, prompt(exchange, target), exchange.stream)
 
 
 def headers_for(client: str, target: Target) -> dict[str, str]:
     headers = {"content-type": "application/json", "authorization": f"Bearer {target.key}"}
-    if client == "anthropic":
-        headers |= {"x-api-key": target.key, "anthropic-version": "2023-06-01"}
+    headers |= CLIENT_FORMATS[client].key_headers(target.key)
     headers.update(target.headers)
     return headers
 
@@ -126,7 +151,7 @@ async def send(session: aiohttp.ClientSession, target: Target, exchange: Exchang
 async def _exchange(
     session: aiohttp.ClientSession, target: Target, exchange: Exchange, reply: Reply
 ) -> None:
-    url = target.base_url + PATHS[exchange.client]
+    url = target.base_url + CLIENT_FORMATS[exchange.client].path
     body = body_for(exchange, target)
     try:
         async with session.post(

@@ -36,6 +36,10 @@ CUT: Final[Mapping[str, frozenset[str]]] = {
 PLAIN: Final = {"openai": "stop", "anthropic": "end_turn", "responses": "completed"}
 NO_REASON: Final = {"responses": {"incomplete": "incomplete without incomplete_details.reason"}}
 BUDGET: Final = ("length", "max_tokens", "incomplete:max_output_tokens")
+# Formats whose whole refusal is the answer's text (with stop_reason refusal), not a field of its
+# own; formats whose tool call items carry a status of their own (a cut one is not `completed`).
+REFUSAL_IN_TEXT: Final = frozenset({"anthropic"})
+CALL_STATUS: Final = frozenset({"responses"})
 
 
 @dataclass(frozen=True)

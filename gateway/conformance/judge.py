@@ -31,7 +31,14 @@ from gateway.conformance.cases import (
     Meaning,
 )
 from gateway.conformance.client import Exchange, Reply
-from gateway.conformance.expect import COMPLETE, CUT, EXPECT, WHAT
+from gateway.conformance.expect import (
+    CALL_STATUS,
+    COMPLETE,
+    CUT,
+    EXPECT,
+    REFUSAL_IN_TEXT,
+    WHAT,
+)
 from gateway.conformance.observe import Observation
 
 RANK: Final = {"faithful": 0, "lossy": 1, "error": 2, "hidden": 3}
@@ -176,13 +183,13 @@ def _cut_tool(verdict: Verdict, client: str, seen: Observation) -> None:
         verdict.flag("hidden", "the cut tool call delivered as a complete one")
         return
     verdict.notes.append(f"the cut tool call was delivered, flagged by {_shown(seen)}")
-    if client == "responses" and seen.tools[0].status == "completed":
+    if client in CALL_STATUS and seen.tools[0].status == "completed":
         verdict.flag("lossy", "the cut tool call's item marked completed")
 
 
 def _whole_refusal(verdict: Verdict, client: str, seen: Observation) -> None:
     refusal = "".join(REFUSAL)
-    if client == "anthropic":  # its refusal is the text, with stop_reason refusal
+    if client in REFUSAL_IN_TEXT:  # its refusal is the text, with stop_reason refusal
         if refusal not in seen.text:
             verdict.flag("lossy", "the refusal text dropped")
     elif refusal in seen.refusal:

@@ -52,9 +52,9 @@ class ReplyTerms:
             ext["dropped_fields"] = list(dropped.fields)
         if dropped.tools or dropped.items:
             ext["dropped"] = {"tools": list(dropped.tools), "input_items": dict(dropped.items)}
-        splices = self.splices
-        if splices is not None and splices.spliced:
-            ext["recovered"] = splices.summary()
+        recovered = self.splices.summary() if self.splices is not None else None
+        if recovered is not None:
+            ext["recovered"] = recovered
         return ext
 
     def judge(

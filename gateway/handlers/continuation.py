@@ -26,6 +26,7 @@ from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat
 from gateway.errors import GatewayError
 from gateway.formats.registry import wire_for
+from gateway.handlers.attempt_log import note_answer
 from gateway.handlers.payload import upstream_payload
 from gateway.handlers.recovery import LENGTH, Continuation
 from gateway.handlers.upstream_errors import status_error
@@ -146,22 +147,16 @@ def note_attempts(
     started: float,
     status: int,
     broke: bool,
+    pool_wait: float = 0.0,
 ) -> bool:
     """The attempts of an exchange that was continued, in order, with their circuits: the
-    first one (cut), then each continuation, the last one `broke` or not. False when nothing was
-    continued (the exchange notes its attempt as usual)."""
+    first one (cut: `broken`, or `answered` at max tokens), then each continuation, the last one
+    `broke` or not. False when nothing was continued (the exchange notes its attempt as usual)."""
     if continuations.first_ended is None:
         return False
     first_broke = continuations.first_cut != LENGTH
-    duration = continuations.first_ended - started
-    outcome = BROKEN if first_broke else ANSWERED
-    record.attempts.append(
-        attempt_entry(first.provider_name, first.upstream_model, outcome, duration, status)
-    )
-    if first_broke:
-        continuations.circuits.failed(first.key)
-    else:
-        continuations.circuits.succeeded(first.key)
+    circuits, ended = continuations.circuits, continuations.first_ended
+    note_answer(record, circuits, first, started, status, first_broke, pool_wait, ended)
     continuations.close(time.monotonic(), broke)
     record.attempts.extend(continuations.entries)
     return True

@@ -42,6 +42,7 @@ from gateway.errors import (
 from gateway.events import StreamError
 from gateway.formats.registry import wire_for
 from gateway.handlers.attempt import Attempt
+from gateway.handlers.attempt_log import admitted, note, note_answer
 from gateway.handlers.chaining import Chain, open_chain
 from gateway.handlers.continuation import Continuations, note_attempts
 from gateway.handlers.payload import record_dropped, upstream_payload
@@ -53,16 +54,7 @@ from gateway.handlers.upstream_errors import status_error
 from gateway.handlers.validation import RequestBody, parse_json, validate
 from gateway.handlers.whole import continue_whole, decode_whole, render_whole
 from gateway.observer import ExchangeObserver
-from gateway.resilience.circuit import Circuits
-from gateway.resilience.outcome import (
-    ANSWERED,
-    BROKEN,
-    CIRCUIT_OPEN,
-    CLIENT_LEFT,
-    Outcome,
-    attempt_entry,
-    failed_outcome,
-)
+from gateway.resilience.outcome import CLIENT_LEFT, Outcome, failed_outcome
 from gateway.resilience.plan import Resilience
 from gateway.resilience.retry import Retries
 from gateway.responses_store import OffStore, ResponseStore
@@ -271,22 +263,6 @@ async def _exchange(
     return await _attempts(exchange, gateway, request, route, body, obj, raw, _attempt)
 
 
-def _admitted(
-    order: Sequence[ResolvedTarget], start: int, circuits: Circuits, record: AuditRecord
-) -> tuple[int, ResolvedTarget] | None:
-    """The first target from `start` on (cyclically) whose circuit admits an attempt; a target
-    skipped for its open circuit is listed once in the record's attempts."""
-    for step in range(len(order)):
-        position = (start + step) % len(order)
-        target = order[position]
-        if circuits.admits(target.key):
-            return position, target
-        if not any(a.get("target") == target.key for a in record.attempts):
-            entry = Outcome(CIRCUIT_OPEN).entry(target.provider_name, target.upstream_model, 0.0)
-            record.attempts.append({**entry, "target": target.key})
-    return None
-
-
 async def _attempts(
     exchange: Exchange,
     gateway: Gateway,
@@ -312,15 +288,15 @@ async def _attempts(
     tried: list[str] = []
     position = 0
     while True:
-        admitted = _admitted(order, position, circuits, record)
-        if admitted is None:
+        found = admitted(order, position, circuits, record)
+        if found is None:
             keys = [t.key for t in order]
             raise CircuitOpen(
                 f"Every target of route {route.route.match!r} is cooling down after repeated "
                 "failures (circuit open)",
                 circuits.retry_in(keys),
             )
-        position, target = admitted
+        position, target = found
         key = target.key
         tried.append(key)
         provider = gateway.providers[target.provider_name]
@@ -335,14 +311,14 @@ async def _attempts(
             if retries is None:
                 retries = resilience.policy(route).begin(began)
             outcome = failed_outcome(exc, retries.policy.retry_on)
-            _note(record, target, outcome, started, exchange.pool_wait)
+            note(record, target, outcome, started, exchange.pool_wait)
             if isinstance(exc, UpstreamStatusError) and exc.details:
                 record.attempts[-1]["error_details"] = exc.details  # e.g. a filtered prompt's
             if outcome.target_failed:
                 circuits.failed(key)
             else:
                 circuits.released(key)
-            following = _admitted(order, position + 1, circuits, record)
+            following = admitted(order, position + 1, circuits, record)
             if following is None:
                 raise
             circuits.released(following[1].key)  # only looked at: the next turn admits it
@@ -354,7 +330,7 @@ async def _attempts(
             position = following[0]
             continue
         except asyncio.CancelledError:
-            _note(record, target, Outcome(CLIENT_LEFT), started, exchange.pool_wait)
+            note(record, target, Outcome(CLIENT_LEFT), started, exchange.pool_wait)
             circuits.released(key)
             raise
         finally:
@@ -363,44 +339,12 @@ async def _attempts(
         attempt = exchange.attempt
         error = attempt.aggregator.error if attempt is not None else None
         broke = error is not None and error.kind != "aborted"
-        continued = exchange.continuations
-        if continued is not None and note_attempts(
-            record, continued, target, started, response.status, broke
+        continued, status, waited = exchange.continuations, response.status, exchange.pool_wait
+        if continued is None or not note_attempts(
+            record, continued, target, started, status, broke, waited
         ):
-            return response
-        if broke:  # broke after the first byte
-            _note(
-                record, target, Outcome(BROKEN, status=response.status), started, exchange.pool_wait
-            )
-            circuits.failed(key)
-        else:
-            duration = time.monotonic() - started
-            entry = attempt_entry(
-                target.provider_name, target.upstream_model, ANSWERED, duration, response.status
-            )
-            record.attempts.append(_with_pool_wait(entry, exchange.pool_wait))
-            circuits.succeeded(key)
+            note_answer(record, circuits, target, started, status, broke, waited)
         return response
-
-
-def _note(
-    record: AuditRecord,
-    target: ResolvedTarget,
-    outcome: Outcome,
-    started: float,
-    pool_wait: float = 0.0,
-) -> None:
-    """The attempt's entry; `pool_wait`: seconds it waited for an upstream connection."""
-    duration = time.monotonic() - started
-    entry = outcome.entry(target.provider_name, target.upstream_model, duration)
-    record.attempts.append(_with_pool_wait(entry, pool_wait))
-
-
-def _with_pool_wait(entry: dict[str, Any], pool_wait: float) -> dict[str, Any]:
-    """`entry` with the milliseconds its attempt waited for an upstream connection, if any."""
-    if pool_wait:
-        entry["pool_wait_ms"] = round(pool_wait * 1000, 3)
-    return entry
 
 
 async def _attempt(

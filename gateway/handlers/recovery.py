@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from gateway.events import StreamError
+from gateway.events import StopReason, StreamError
 from gateway.formats.registry import Wire
 from gateway.normalize.aggregate import ChunkAggregator
 from gateway.normalize.splice import Splices
@@ -65,7 +65,12 @@ class Recovery:
         return cause if self._mendable(agg, cause) else None
 
     def continues_length(self, agg: ChunkAggregator) -> bool:
+        """Whether a text answer cut at max tokens may be continued."""
         return bool(agg.text_so_far()) and self._mendable(agg, LENGTH)
+
+    def mends_length(self, agg: ChunkAggregator) -> bool:
+        """The answer stopped at max tokens, and may be continued."""
+        return agg.stop[0] is StopReason.LENGTH and self.continues_length(agg)
 
     def _mendable(self, agg: ChunkAggregator, cause: str) -> bool:
         if agg.tool_calls or agg.streamed_refusal:

@@ -37,7 +37,7 @@ from gateway.errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
-from gateway.events import Event, Stop, StopReason, StreamEnd, StreamError
+from gateway.events import Event, Stop, StreamEnd, StreamError
 from gateway.formats.registry import UNREADABLE, Framing, StreamDecoder
 from gateway.formats.sse import SSEFrame
 from gateway.handlers.attempt import BROKEN, Attempt, stopped, unreadable
@@ -55,7 +55,6 @@ STOPPED_MID_STREAM = "The gateway stopped this exchange before the answer was co
 Ending = Coroutine[Any, Any, None]
 # Events that may end the relay (a Stop only when the upstream stopped with an error).
 TERMINAL = frozenset({StreamEnd, StreamError, Stop})
-LENGTH_STOP = StopReason.LENGTH
 
 
 class StreamRun:
@@ -120,13 +119,22 @@ class StreamRun:
         self.over = True
         agg = self.attempt.aggregator
         recovery = self.recovery
-        if recovery is not None and agg.stop[0] is LENGTH_STOP and recovery.continues_length(agg):
-            self._out.append(self.writer.feed(frame, obj, live))
+        out = self.writer.feed(frame, obj, live)
+        if recovery is not None and recovery.mends_length(agg):
+            self._out.append(out)
             self.pending = (LENGTH, None)
             return await self.flush()
-        response = agg.final()
-        out = self.writer.feed(frame, obj, live)
-        self._out.append(out + self.writer.end(self.attempt.verdict(), response))
+        await self._ending(out, None)
+
+    async def _ending(self, out: bytes, error: StreamError | None) -> None:
+        """`out`, then the stream's end (`error` None) or its error event, written at once."""
+        response = self.attempt.aggregator.final()
+        verdict = self.attempt.verdict()
+        if error is None:
+            out += self.writer.end(verdict, response)
+        else:
+            out += self.writer.fail(error, verdict, response)
+        self._out.append(out)
         await self.flush(end=True)
 
     async def _fail(self, live: Sequence[Event], error: StreamError) -> None:
@@ -142,10 +150,7 @@ class StreamRun:
                     self._out.append(self.writer.feed(None, None, live))
                 self.pending = (cause, error)
                 return await self.flush()
-        response = self.attempt.aggregator.final()
-        out = self.writer.feed(None, None, live)
-        self._out.append(out + self.writer.fail(error, self.attempt.verdict(), response))
-        await self.flush(end=True)
+        await self._ending(self.writer.feed(None, None, live), error)
 
     async def continued(self, cause: str, error: StreamError | None) -> UpstreamReply | None:
         """The reply that continues the cut answer, its decoder and writer in place; None when
@@ -155,13 +160,7 @@ class StreamRun:
         sent = agg.text_so_far()
         found = await self.recovery.continuer(sent, cause)
         if found is None:
-            response = agg.final()
-            verdict = self.attempt.verdict()
-            if error is None:
-                self._out.append(self.writer.end(verdict, response))
-            else:
-                self._out.append(self.writer.fail(error, verdict, response))
-            await self.flush(end=True)
+            await self._ending(b"", error)
             return None
         self.recovery.splices.spliced_at(cause, len(sent), found.target)
         agg.resume()

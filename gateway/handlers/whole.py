@@ -19,20 +19,25 @@ from aiohttp import web
 
 from gateway.client_formats import ClientFormat
 from gateway.errors import UpstreamError, UpstreamProtocolError
-from gateway.events import StopReason, StreamError
-from gateway.formats.registry import UNREADABLE
+from gateway.events import Event, StreamError
+from gateway.formats.registry import UNREADABLE, Wire
 from gateway.handlers.attempt import BROKEN, Attempt
 from gateway.handlers.recovery import LENGTH, Recovery
 from gateway.normalize.splice import OverlapTrimmer, spliced
 
 
+def body_events(wire: Wire, raw: bytes) -> tuple[dict[str, Any], list[Event]]:
+    """A whole body and its events; one of UNREADABLE when it is not the wire's."""
+    upstream = orjson.loads(raw)
+    if not isinstance(upstream, dict):
+        raise TypeError("not an object")
+    return upstream, wire.body_events(upstream)
+
+
 def _decode(attempt: Attempt, raw: bytes) -> tuple[dict[str, Any], StreamError | None]:
     agg = attempt.aggregator
     try:
-        upstream = orjson.loads(raw)
-        if not isinstance(upstream, dict):
-            raise TypeError("not an object")
-        events = attempt.wire.body_events(upstream)
+        upstream, events = body_events(attempt.wire, raw)
     except UNREADABLE as exc:
         message = f"The upstream's response is not a valid {attempt.wire.name} body"
         agg.handle(StreamError("protocol", message))  # the record: cut, not unknown
@@ -42,10 +47,6 @@ def _decode(attempt: Attempt, raw: bytes) -> tuple[dict[str, Any], StreamError |
         if problem is not None:
             return upstream, problem
     return upstream, None
-
-
-def whole_reply(client: ClientFormat, attempt: Attempt, raw: bytes) -> web.Response:
-    return render_whole(client, attempt, decode_whole(attempt, raw))
 
 
 def decode_whole(attempt: Attempt, raw: bytes) -> dict[str, Any]:
@@ -84,16 +85,13 @@ async def continue_whole(attempt: Attempt, recovery: Recovery) -> bool:
     was spliced on. A continuation that fails or is not its wire's ends the splicing there."""
     agg = attempt.aggregator
     continued = False
-    while agg.stop[0] is StopReason.LENGTH and recovery.continues_length(agg):
+    while recovery.mends_length(agg):
         sent = agg.text_so_far()
         found = await recovery.continuer(sent, LENGTH)
         if found is None:
             break
         try:
-            body = orjson.loads(await found.reply.read())
-            if not isinstance(body, dict):
-                raise TypeError("not an object")
-            events = found.wire.body_events(body)
+            _, events = body_events(found.wire, await found.reply.read())
         except (UpstreamError, *UNREADABLE):
             recovery.continuer.discard()
             break

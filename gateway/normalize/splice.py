@@ -130,13 +130,10 @@ class SplicedDecoder:
 
     def decode(self, frame: SSEFrame) -> tuple[dict[str, Any] | None, list[Event]]:
         obj, events = self._inner.decode(frame)
-        return obj, self._spliced(events) if events else events
+        return obj, spliced(events, self.trimmer) if events else events
 
     def eof(self) -> list[Event]:
-        return self._spliced(self._inner.eof())
-
-    def _spliced(self, events: list[Event]) -> list[Event]:
-        return spliced(events, self.trimmer)
+        return spliced(self._inner.eof(), self.trimmer)
 
 
 def spliced(events: list[Event], trimmer: OverlapTrimmer) -> list[Event]:
@@ -175,10 +172,6 @@ class Splices:
     at_chars: list[int] = field(default_factory=list)
     targets: list[str] = field(default_factory=list)
     causes: list[str] = field(default_factory=list)
-
-    @property
-    def spliced(self) -> bool:
-        return bool(self.at_chars)
 
     def continues_length(self) -> bool:
         """Whether an answer cut at max tokens may still be continued: its stream writer holds

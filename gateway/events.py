@@ -114,9 +114,14 @@ class StreamEnd:
 
 @dataclass(slots=True)
 class StreamError:
-    """The stream broke: an upstream error event, a dropped connection, a missing terminator."""
+    """The stream broke: an upstream error event, a lost connection, a missing terminator.
 
-    kind: str  # "upstream_error" | "truncated" | "protocol" | "timeout" | "aborted"
+    `kind` says which: "truncated" (the body ended cleanly without the wire's terminator),
+    "connection_lost" (the connection was reset or closed before the body's end),
+    "upstream_error", "protocol", "timeout", "aborted" (the client left, the server stopped),
+    "gateway" (a failure of the gateway's own)."""
+
+    kind: str
     message: str
     error_type: str | None = None
     status: int | None = None

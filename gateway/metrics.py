@@ -72,14 +72,17 @@ class GatewayMetrics:
         )
         self.truncated = Counter(
             "gateway_truncated_exchanges",
-            "Cut exchanges by why they count as cut",
+            "Cut exchanges by why they count as cut (length, context_window, connection_lost: "
+            "reset or closed mid-body, missing_terminator: ended without the wire's terminator, "
+            "upstream_error, upstream_timeout, cancelled, ...)",
             ["provider", "model", "cut_reason"],
             registry=r,
         )
         self.recovered = Counter(
             "gateway_recovered_exchanges",
             "Streams cut after their first byte and continued ([recovery]), by the first cut's "
-            "reason (missing_terminator, upstream_timeout, upstream_error, length, ...)",
+            "reason (connection_lost, missing_terminator, upstream_timeout, upstream_error, "
+            "length, ...)",
             ["provider", "model", "cause"],
             registry=r,
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gateway import logs
 from gateway.audit.record import AuditRecord
@@ -14,10 +14,17 @@ from gateway.audit.writer import AuditWriter
 from gateway.client_request import ClientRequest
 from gateway.metrics import GatewayMetrics, is_upstream_error
 
-if TYPE_CHECKING:  # imported only when spans are exported: it loads OpenTelemetry
-    from gateway.otel import Spans
-
 log = logging.getLogger("gateway.exchange")
+
+
+class SpanSink(Protocol):
+    """Where finished exchanges become spans: `gateway.otel.Spans`, which sets itself here
+    while export runs. Declared here so this module never imports gateway.otel (which loads
+    OpenTelemetry, and imports this module)."""
+
+    def add(self, record: AuditRecord, request: ClientRequest | None) -> None:
+        """Queue the exchange's span; never raises, never waits."""
+        ...
 
 
 class ExchangeObserver:
@@ -27,7 +34,7 @@ class ExchangeObserver:
         # Called first with each finished record (gateway.access: releases what the exchange
         # held, counts its tokens); None when no access checks are configured.
         self.settle: Callable[[AuditRecord], Awaitable[None]] | None = None
-        self.spans: Spans | None = None  # set while OpenTelemetry export runs (gateway.otel)
+        self.spans: SpanSink | None = None  # set while OpenTelemetry export runs (gateway.otel)
         self.in_flight = 0  # exchanges started whose record is not yet handed to the writer
         self._idle = asyncio.Event()
         self._idle.set()

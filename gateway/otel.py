@@ -53,7 +53,9 @@ from prometheus_client import CollectorRegistry, Counter
 
 from gateway.audit.record import AuditRecord
 from gateway.client_request import ClientRequest
+from gateway.events import StopReason
 from gateway.metrics import GatewayMetrics
+from gateway.normalize.aggregate import GATEWAY_NATIVE
 from gateway.observer import ExchangeObserver
 from gateway.settings import Settings
 from gateway.settings_telemetry import OtlpTarget, TelemetrySettings
@@ -106,6 +108,10 @@ _OPTIONAL: Final = (
     ("gateway.timeout", "timeout"),
     ("gateway.key_name", "key_name"),
 )
+# The stop reasons of an answer that broke. With an error class beside one, the record's native
+# stop reason is the gateway's word for the break (`gateway:connection_lost`, an error event's
+# type, `timeout_error`), not a finish reason the upstream sent.
+_BROKEN: Final = frozenset({StopReason.ERROR.value, StopReason.ABORTED.value})
 _UNSET: Final = Status(StatusCode.UNSET)
 _SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
 
@@ -327,8 +333,9 @@ class Spans:
         if system is not None:
             attributes["gen_ai.system"] = system
             attributes["gen_ai.provider.name"] = system
-        if record.native_stop_reason is not None:
-            attributes["gen_ai.response.finish_reasons"] = (record.native_stop_reason,)
+        finish = upstream_finish_reason(record)
+        if finish is not None:
+            attributes["gen_ai.response.finish_reasons"] = (finish,)
         if record.parse_failures:
             attributes["gateway.parse_failures"] = len(record.parse_failures)
         for key, field in _OPTIONAL:
@@ -354,6 +361,19 @@ class Spans:
             await asyncio.wait_for(done, timeout)
         except TimeoutError:
             log.warning("OpenTelemetry: spans unsent %.1f s into the shutdown dropped", timeout)
+
+
+def upstream_finish_reason(record: AuditRecord) -> str | None:
+    """The stop value the upstream itself sent, for `gen_ai.response.finish_reasons`; None
+    when it sent none (the stream broke first, or no answer came). The gateway's verdicts stay
+    in its own attributes (`gateway.stop_reason`, `gateway.native_stop_reason`,
+    `gateway.cut_reason`, `gateway.error_class`)."""
+    native = record.native_stop_reason
+    if native is None or native.startswith(GATEWAY_NATIVE):
+        return None
+    if record.error_class is not None and record.stop_reason in _BROKEN:
+        return None
+    return native
 
 
 def _settle(done: asyncio.Future[None]) -> None:

@@ -35,7 +35,9 @@ Head = tuple[int, RawHeaders, "ResponseBody"]  # status, header fields, the body
 
 
 class UpstreamClosed(ConnectionError):
-    """The upstream closed the connection before its response was complete."""
+    """The upstream closed the connection (a FIN or an RST) before its response was complete.
+    A body that ended properly but lacks its wire's terminator is not this: the wire's decoder
+    says so (a `missing_terminator` cut, where this one is `connection_lost`)."""
 
 
 class UpstreamBadResponse(ConnectionError):

@@ -246,10 +246,16 @@ def assert_error_event(client: Client, reply: Reply) -> dict[str, Any]:
         assert "response.completed" not in names
         assert events[-1][1]["response"]["status"] == "failed"
         error = events[-2][1]["error"]
-    last = events[-1][1]
-    gateway = last["response"]["gateway"] if client.name == "responses" else last["gateway"]
-    assert gateway["truncated"] is True, gateway
+    assert gateway_of(client, reply)["truncated"] is True
     return error
+
+
+def gateway_of(client: Client, reply: Reply) -> dict[str, Any]:
+    """The `gateway` object of a stream's last event (Responses: of its response)."""
+    last = sse_events(reply.body)[-1][1]
+    gateway = last["response"]["gateway"] if client.name == "responses" else last["gateway"]
+    assert isinstance(gateway, dict), last
+    return gateway
 
 
 # --- the record and the leaks -------------------------------------------------------------------

@@ -2,9 +2,10 @@
 
 `tests/upstream.py` answers through aiohttp's server, which always frames what it sends; this
 one writes the HTTP/1.1 response by hand on a raw asyncio stream, so it can reset the connection
-(SO_LINGER 0, then close: an RST), close right after the headers, stall, dribble single bytes,
-or send bytes that are not the wire's. Each response says `Connection: close`, so the gateway
-pools no connection to it and the test can count file descriptors exactly.
+(SO_LINGER 0, then close: an RST), close right after the headers, end a stream properly but
+without its wire's terminator, stall, dribble single bytes, or send bytes that are not the
+wire's. Each response says `Connection: close`, so the gateway pools no connection to it and
+the test can count file descriptors exactly.
 
 A test scripts plays per model; `script(model, p1, p2, ...)` plays one per request, the last
 one repeating. A play gets the request (wire, stream flag, model) and the connection:
@@ -173,6 +174,20 @@ def reset_mid_body() -> Play:
 
     async def play(request: Request, conn: Conn) -> None:
         await reset_after(mid(request))(request, conn)
+
+    return play
+
+
+def end_mid_stream() -> Play:
+    """The head and a stream's first pieces (`mid`), then the body's proper end (the chunked
+    body's last chunk): a whole HTTP response, without its wire's terminator."""
+
+    async def play(request: Request, conn: Conn) -> None:
+        parts = pieces(request, "this answer ends without its terminator")
+        await _answer_head(request, conn, parts)
+        for part in parts[: mid(request)]:
+            await conn.send(part)
+        await conn.end()
 
     return play
 

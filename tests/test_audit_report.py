@@ -438,6 +438,35 @@ def test_truncated_list_ties_and_time_format() -> None:
     assert truncated_list([], 5) == []
 
 
+def test_a_lost_connection_is_cut_but_not_a_missing_terminator() -> None:
+    """A reset mid-stream (`connection_lost`) and a stream that ended without its terminator
+    are both cut; only the second counts as a missing terminator, and the truncated list says
+    which each was."""
+    cut = {"truncated": True, "stop_reason": "error", "error_class": "stream_connection_lost"}
+    both = [
+        rec("reset", 1, provider="p", model="m", route=None, cut_reason="connection_lost", **cut),
+        rec(
+            "eof",
+            2,
+            provider="p",
+            model="m",
+            route=None,
+            truncated=True,
+            stop_reason="error",
+            error_class="stream_truncated",
+            cut_reason="missing_terminator",
+        ),
+    ]
+    (summary,) = summarize(both)
+    assert (summary.truncated, summary.missing_terminators, summary.errors) == (2, 1, 2)
+    assert [(t.id, t.why) for t in truncated_list(both)] == [
+        ("eof", "missing_terminator"),
+        ("reset", "connection_lost"),
+    ]
+    table = render_truncated_table(truncated_list(both), console_width=120)
+    assert "connection_lost" in table and "missing_terminator" in table
+
+
 # --- golden JSON / CSV shapes --------------------------------------------------------------------
 
 

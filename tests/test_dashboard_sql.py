@@ -69,7 +69,9 @@ def random_record(i: int, rng: random.Random) -> AuditRecord:
         http_status=rng.choice([200, 200, 200, 400, 429, 500, 502, None]),
         stop_reason=rng.choice(STOPS),
         truncated=truncated,
-        cut_reason=rng.choice(["max_tokens", "missing_terminator", "context_window"])
+        cut_reason=rng.choice(
+            ["max_tokens", "missing_terminator", "connection_lost", "context_window"]
+        )
         if truncated
         else None,
         withheld_tool_calls=withheld,
@@ -204,6 +206,7 @@ async def test_overview_panels(kind: str, tmp_path: Path) -> None:
             if r.truncated:
                 reasons[r.cut_reason or "-"] = reasons.get(r.cut_reason or "-", 0) + 1
         assert {c["reason"]: c["count"] for c in overview["cut_reasons"]} == reasons
+        assert {"connection_lost", "missing_terminator"} <= set(reasons)  # two bars, not one
         assert overview["choices"]["providers"] == sorted({r.provider or "-" for r in RECORDS})
         # A model filter narrows every panel.
         narrowed = await aggregate.overview(store, Window(model="gpt-x"), step)

@@ -49,6 +49,7 @@ from tests.fault_support import (
     chunked_body,
     connect,
     dechunk,
+    gateway_of,
     raw_request,
     read_all,
     read_response,
@@ -132,6 +133,12 @@ FAULTS = [
         "reset-mid-body",
         fu.reset_mid_body,
         whole=UNREACHABLE,
+        stream=Broken("stream_connection_lost", "connection_lost"),
+    ),
+    Fault(
+        "end-without-terminator",
+        fu.end_mid_stream,
+        whole=None,  # a whole body has no terminator (half a body is not JSON: non-json-200)
         stream=Broken("stream_truncated", "missing_terminator"),
     ),
     Fault("reset-before-head", fu.reset_before_head, whole=UNREACHABLE, stream=UNREACHABLE),
@@ -238,6 +245,7 @@ def test_upstream_fault(fstack, before, caplog, fault, stream, expect, client, w
         assert reply.headers["x-request-id"] == record["id"]
         assert (record["error_class"], record["timeout"]) == (expect.error_class, expect.timeout)
         assert (record["truncated"], record["cut_reason"]) == (1, expect.cut_reason)
+        assert gateway_of(CLIENTS[client], reply)["cut_reason"] == expect.cut_reason
         assert (record["stop_reason"], record["ended_by"]) == ("error", None)
         assert [a["outcome"] for a in record["attempts"]] == ["broken"]
     assert_ends_clean(fstack, before, caplog, model)
@@ -364,7 +372,7 @@ def test_a_stream_broken_after_its_first_byte_is_not_retried(fstack, before, cap
     assert len(fstack.faults.seen[model].requests) == 1
     record = the_record(fstack, model, "retry")
     assert [a["outcome"] for a in record["attempts"]] == ["broken"]
-    assert (record["truncated"], record["error_class"]) == (1, "stream_truncated")
+    assert (record["truncated"], record["error_class"]) == (1, "stream_connection_lost")
     assert_ends_clean(fstack, before, caplog, model, gateway="retry")
 
 

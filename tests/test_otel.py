@@ -337,6 +337,71 @@ def test_a_streamed_answer_cut_at_length(otel):
     assert_no_content(otel.collector)
 
 
+# A stream that broke: how (the upstream's script), and what the gateway's own attributes say.
+BROKEN_STREAMS = {
+    "connection-lost": (
+        dict(drop_after=3),
+        Answer(text=f"cut {MARKER} " * 4),
+        ("connection_lost", "stream_connection_lost", "gateway:connection_lost"),
+    ),
+    "no-terminator": (
+        {},
+        Answer(text=f"cut {MARKER} " * 4, terminator=False),
+        ("missing_terminator", "stream_truncated", "gateway:stream_truncated"),
+    ),
+}
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+@pytest.mark.parametrize("how", list(BROKEN_STREAMS))
+def test_a_broken_stream_has_no_finish_reason_of_the_gateways_making(otel, how, wire):
+    """The upstream sent no stop value: `gen_ai.response.finish_reasons` is left out (never a
+    verdict of the gateway's, such as `gateway:stream_truncated`), and the gateway's own
+    attributes say why the answer is cut."""
+    knobs, answer, (cut_reason, error_class, native) = BROKEN_STREAMS[how]
+    name = model("oa" if wire == "openai" else "an")
+    script = script_for(wire, answer, name, True)
+    for knob, setting in knobs.items():
+        setattr(script, knob, setting)
+    otel.upstream.script(name, script)
+    raw = oa(otel.url).chat.completions.with_raw_response.create(
+        model=name, messages=user("stream"), stream=True
+    )
+    with pytest.raises(openai.APIError):
+        for _ in raw.parse():
+            pass
+    exported = otel.collector.span_of(raw.headers["x-request-id"])
+    a = exported.attributes
+    assert "gen_ai.response.finish_reasons" not in a, a
+    assert (a["gateway.cut_reason"], a["gateway.error_class"]) == (cut_reason, error_class)
+    assert (a["gateway.stop_reason"], a["gateway.native_stop_reason"]) == ("error", native)
+    assert a["error.type"] == error_class
+    assert a["gateway.truncated"] is True
+    assert exported.span.status.code == Status.STATUS_CODE_ERROR
+    assert_no_content(otel.collector)
+
+
+@pytest.mark.parametrize(
+    ("stop", "native", "error_class", "finish"),
+    [
+        ("stop", "end_turn", None, "end_turn"),
+        ("error", "abort", None, "abort"),  # vLLM's own stop value for a generation it aborted
+        ("error", "overloaded_error", "stream_upstream_error", None),  # an error event's type
+        ("error", "timeout_error", "stream_timeout", None),
+        ("error", "gateway:connection_lost", "stream_connection_lost", None),
+        ("aborted", "api_error", "stream_aborted", None),
+        (None, None, "UpstreamStatusError", None),
+    ],
+)
+def test_finish_reasons_are_only_what_the_upstream_sent(stop, native, error_class, finish):
+    from gateway.audit.record import AuditRecord
+    from gateway.otel import upstream_finish_reason
+
+    record = AuditRecord("r", 0.0, "openai", True, stop_reason=stop, native_stop_reason=native)
+    record.error_class = error_class
+    assert upstream_finish_reason(record) == finish
+
+
 def test_an_upstream_error_is_an_error_span(otel):
     name = model("oa")
     error = {"error": {"message": f"boom {MARKER}", "type": "server_error"}}

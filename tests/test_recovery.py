@@ -56,7 +56,7 @@ def test_a_reset_at_40_percent_is_continued_with_the_exact_text(rstack, client, 
         "max_tokens": 0,
         "at_chars": [AT],
         "targets": [f"{WIRES[wire]}/*"],
-        "causes": ["missing_terminator"],
+        "causes": ["connection_lost"],  # a reset: not a missing terminator
     }
     assert seen.gateway is not None and seen.gateway["recovered"] == recovered
     assert seen.gateway["truncated"] is False
@@ -126,7 +126,7 @@ def test_when_every_target_refuses_the_stream_ends_as_without_recovery(rstack):
     assert [r.wire for r in rstack.requests(model)] == ["openai", "anthropic", "gemini", "openai"]
     record = rstack.record(model)
     assert (record["recovered"], record["truncated"]) == (None, 1)
-    assert record["cut_reason"] == "missing_terminator"
+    assert record["cut_reason"] == "connection_lost"
 
 
 @pytest.mark.parametrize("client", list(CLIENTS))

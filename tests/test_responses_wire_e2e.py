@@ -416,7 +416,7 @@ def test_a_stream_broken_before_its_terminal_event(rstack, client, kind, cut, na
 def test_a_dropped_connection_mid_stream_is_an_error(rstack, client):
     chunks = responses_sse(stream_events([text_item("Partial"), WEATHER]))
     seen = drive(rstack, client, True, Script(chunks=chunks, drop_after=len(chunks) - 3))
-    check_broken(rstack, seen, client, "gateway:stream_truncated")
+    check_broken(rstack, seen, client, "gateway:connection_lost")
 
 
 @pytest.mark.parametrize("client", CLIENTS)

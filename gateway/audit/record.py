@@ -25,7 +25,8 @@ from gateway.formats.shape import INT64_MAX
 CUT_REASONS = (
     "length",
     "context_window",
-    "missing_terminator",
+    "missing_terminator",  # the body ended cleanly, without the wire's terminator
+    "connection_lost",  # the connection was reset or closed before the body's end
     "upstream_error",
     "upstream_timeout",
     "cancelled",

@@ -297,8 +297,8 @@ async def _relay_upstream(run: StreamRun, reply: UpstreamReply) -> None:
     except UpstreamTimeout as exc:
         run.record.timeout = exc.which
         await run.upstream_failed(StreamError("timeout", exc.message, "timeout_error"), exc)
-    except UpstreamError as exc:
-        await run.upstream_failed(StreamError("truncated", exc.message), exc)
+    except UpstreamError as exc:  # the transport's: reset or closed before the body's end
+        await run.upstream_failed(StreamError("connection_lost", exc.message), exc)
 
 
 async def _relay(run: StreamRun, reply: UpstreamReply) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -41,6 +41,10 @@ from gateway.events import (
 )
 
 log = logging.getLogger("gateway.aggregate")
+
+# How a broken stream's native stop reason starts when the upstream gave none of its own (or an
+# error type): the gateway's word for the break, `gateway:connection_lost`, never the upstream's.
+GATEWAY_NATIVE: Final = "gateway:"
 
 
 @dataclass(slots=True)
@@ -264,8 +268,8 @@ def _summed(first: Usage, second: Usage) -> Usage:
 
 def _native_for_error(event: StreamError) -> str:
     if event.kind == "truncated":
-        return "gateway:stream_truncated"
-    return event.error_type or f"gateway:{event.kind}"
+        return f"{GATEWAY_NATIVE}stream_truncated"
+    return event.error_type or f"{GATEWAY_NATIVE}{event.kind}"
 
 
 def parse_arguments(index: int, raw: str) -> tuple[Any, ParseFailure | None]:

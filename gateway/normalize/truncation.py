@@ -22,6 +22,7 @@ CUT_REASONS = {
 }
 ERROR_CUT_REASONS = {
     "truncated": "missing_terminator",
+    "connection_lost": "connection_lost",
     "aborted": "cancelled",
     "timeout": "upstream_timeout",
 }

@@ -591,7 +591,7 @@ def bad_crc() -> bytes:
 
 
 BROKEN = [
-    ("dropped-mid-message", partial_then(drop=True), "gateway:stream_truncated"),
+    ("dropped-mid-message", partial_then(drop=True), "gateway:connection_lost"),
     ("ends-without-messageStop", partial_then(), "gateway:stream_truncated"),
     ("bad-crc", partial_then(bad_crc()), "gateway:protocol"),
     (

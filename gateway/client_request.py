@@ -37,4 +37,4 @@ class ClientRequest(Protocol):
     def client_max_size(self) -> int: ...
 
     async def read(self) -> bytes:
-        """The whole body as sent (gateway.edge.read_body bounds a decoded one)."""
+        """The whole body as sent (gateway.request_body.read_body bounds a decoded one)."""

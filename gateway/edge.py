@@ -11,12 +11,12 @@ Two things aiohttp does on its own, below the application and its middlewares:
   parsed: the refused request never reached the router), with 431 for header fields over the
   limit, 400 otherwise (a request line over it included: see RequestLineTooLong), a fresh
   `x-request-id`, and a log line naming only the exception class.
-- It inflates a `Content-Encoding: gzip|deflate|br|zstd` body while it is read, and
-  `request.read()` first raises its read chunk to `client_max_size`, so a small upload could
-  inflate to several times that limit in memory before the size check. `read_body` reads the
-  inflated stream in aiohttp's own small chunks and stops at `client_max_size` bytes
-  (`RequestTooLarge`, 413): the limit bounds the decoded body, and the body's declared length
-  before any of it is read.
+- It keeps a connection open after an answer sent before the request's body was read (a 401
+  for a missing gateway key, a 413 for a declared length over the limit), reading and dropping
+  the rest for its lingering time. The edge marks such an answer `Connection: close`: the body
+  was not read, so nothing after it on the connection can be trusted to be the next request.
+
+(A body aiohttp inflates is read within the limit by gateway.request_body.read_body.)
 
 `gateway serve` and the test stack both serve the app with `make_runner(app, **runner_kwargs)`,
 which takes the parser's header limits from the app (`HTTP_LIMITS`, from `[limits]`); the format
@@ -34,12 +34,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from aiohttp import hdrs, http_parser, web
+from aiohttp import http_parser, web
 from aiohttp.http_exceptions import (
     ContentEncodingError,
     HttpProcessingError,
@@ -50,16 +50,15 @@ from aiohttp.web_protocol import RequestHandler
 from multidict import CIMultiDict
 
 from gateway.client_formats import DEFAULT_FORMAT, ClientFormat, detect
-from gateway.client_request import ClientRequest
 from gateway.errors import (
     GatewayError,
     HeaderFieldsTooLarge,
     MalformedHTTP,
     RequestLineTooLong,
-    RequestTooLarge,
 )
 from gateway.handlers.responses import new_request_id
-from gateway.lean_http import Handler, LeanConnection, lean_routes
+from gateway.lean_http import LeanConnection
+from gateway.lean_request import Handler, lean_routes
 
 log = logging.getLogger("gateway.edge")
 
@@ -84,46 +83,6 @@ HTTP_LIMITS = web.AppKey("http_limits", HttpLimits)
 # `gateway.client_request.ClientRequest`: its runner serves them on the lean path. Other apps
 # (the tests' upstreams) stay on aiohttp's.
 LEAN_POSTS = web.AppKey("lean_posts", bool)
-
-
-# --- request bodies -----------------------------------------------------------------------------
-
-
-async def read_body(request: ClientRequest) -> bytes:
-    """The whole body, decoded, or RequestTooLarge once it is over `client_max_size` bytes.
-
-    Never more than the limit plus one of aiohttp's read chunks is held, however well a
-    compressed body inflates (aiohttp inflates while the stream is read, a chunk at a time)."""
-    limit = request.client_max_size
-    declared = request.content_length if request.body_exists else 0
-    if declared is not None and declared > limit:
-        raise _too_large(request, limit)
-    if declared is not None and hdrs.CONTENT_ENCODING not in request.headers:
-        # Nothing inflates: the declared length (within the limit) bounds what is read, and
-        # aiohttp's own read() is the fast path for the common request.
-        try:
-            return await request.read()
-        except web.RequestPayloadError:
-            raise MalformedHTTP("The request body cannot be read: its framing is invalid") from None
-    # No declared length, or a coded body: aiohttp's request (a lean one has neither).
-    assert isinstance(request, web.BaseRequest)
-    body = bytearray()
-    try:
-        async for chunk in request.content.iter_any():
-            if len(body) + len(chunk) > limit:
-                raise _too_large(request, limit)
-            body += chunk
-    except web.RequestPayloadError:
-        # Its message quotes aiohttp's decoder error; the class is all that is said.
-        raise MalformedHTTP(
-            "The request body cannot be read: its content encoding or framing is invalid"
-        ) from None
-    return bytes(body)
-
-
-def _too_large(request: ClientRequest, limit: int) -> RequestTooLarge:
-    decoded = " once decoded" if hdrs.CONTENT_ENCODING in request.headers else ""
-    return RequestTooLarge(f"The request body is larger{decoded} than the limit of {limit} bytes")
 
 
 # --- what the HTTP parser refuses ---------------------------------------------------------------
@@ -266,6 +225,10 @@ class EdgeServer(web.Server):
     lean_limits: tuple[int, int, int] = (8190, 128, 1024**2)
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    @property
     def handler_kwargs(self) -> Mapping[str, Any]:
         return self._kwargs
 
@@ -285,7 +248,7 @@ class EdgeRunner(web.AppRunner):
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
         edge = EdgeServer(
-            server.request_handler,
+            _closing_unread(server.request_handler),
             request_factory=server.request_factory,
             handler_cancellation=server.handler_cancellation,
             loop=asyncio.get_running_loop(),
@@ -300,6 +263,21 @@ class EdgeRunner(web.AppRunner):
             self.app._client_max_size,
         )
         return edge
+
+
+def _closing_unread(
+    handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
+) -> Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]:
+    """`handler`, whose answers given before the request's body was read say `Connection:
+    close` (aiohttp would otherwise keep the connection once it has dropped the rest)."""
+
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
+        response = await handler(request)
+        if not response.prepared and not request.content.is_eof():
+            response.force_close()
+        return response
+
+    return handle
 
 
 def make_runner(app: web.Application, **kwargs: Any) -> web.AppRunner:

@@ -13,7 +13,12 @@ allowed, percent-escapes are not), a Content-Length body within the app's `clien
 Content-Encoding, Transfer-Encoding, Expect or Upgrade field, within the parser limits. Its head
 is parsed with httptools, its handler (wrapped in the app's middlewares, as aiohttp would) gets a
 `LeanRequest`, and a whole `web.Response` goes out in one write; a streamed `web.StreamResponse`
-writes through aiohttp's own StreamWriter.
+writes through aiohttp's own StreamWriter. The handler starts once the head is read: a body
+still arriving is waited for by `LeanRequest.read()`, so what is refused on the head (a missing or
+unknown gateway key: 401) is answered before the body is sent. Such an answer says
+`Connection: close`, and the connection then reads (and drops) the rest of the declared body, for
+aiohttp's `lingering_time` at most, before it closes: the client that is still sending sees its
+answer instead of a reset.
 
 The first request that is anything else hands the connection, from that request's first byte
 on, to aiohttp's `EdgeRequestHandler` for good (gateway.edge): a refused head, a compressed or
@@ -28,169 +33,52 @@ takes this path, fail if one of them changes.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import traceback
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, cast
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
 
 import httptools
 from aiohttp import hdrs, web
 from aiohttp.base_protocol import BaseProtocol
 from aiohttp.helpers import rfc822_formatted_time
-from aiohttp.http import SERVER_SOFTWARE, HttpVersion11
-from aiohttp.http_writer import StreamWriter, _serialize_headers
+from aiohttp.http import SERVER_SOFTWARE
+from aiohttp.http_writer import _serialize_headers
 from aiohttp.tcp_helpers import tcp_keepalive
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from gateway.client_request import ClientRequest
-
-if TYPE_CHECKING:
-    from gateway.edge import EdgeServer
+from gateway.lean_request import Handler, LeanHead, LeanRequest
 
 log = logging.getLogger("gateway.edge")
-
-# A route's handler wrapped in the app's middlewares, as this path calls it.
-Handler = Callable[[ClientRequest], Awaitable[web.StreamResponse]]
 
 # A head longer than this is not looked for here: aiohttp gets the connection (its limits apply).
 HEAD_LIMIT = 32 * 1024
 # Bytes a client may send ahead (pipelined) while a request is served, before reading pauses.
 AHEAD_LIMIT = 1024 * 1024
-# Fields that take a request off this path: aiohttp decodes, de-chunks, answers 100-continue.
-_OFF_PATH = frozenset((b"content-encoding", b"transfer-encoding", b"expect", b"upgrade"))
 _KEEPALIVE = 3630.0  # seconds: aiohttp's RequestHandler default
+_LINGERING = 10.0  # seconds: aiohttp's RequestHandler default
 
 
-def lean_routes(app: web.Application) -> dict[str, Handler]:
-    """The app's plain (no variable part) POST routes, each wrapped in the app's middlewares in
-    aiohttp's order (the first listed is the outermost)."""
-    routes: dict[str, Handler] = {}
-    for resource in app.router.resources():
-        if not isinstance(resource, web.PlainResource):
-            continue
-        for route in resource:
-            if route.method != hdrs.METH_POST:
-                continue
-            handler = route.handler
-            for middleware in reversed(app.middlewares):
-                handler = functools.partial(middleware, handler=handler)
-            # What the app's LEAN_POSTS mark says: its plain POST handlers read a request only
-            # through gateway.client_request.ClientRequest, which LeanRequest is.
-            routes[resource.canonical] = cast(Handler, handler)
-    return routes
-
-
-class LeanRequest:
-    """A `ClientRequest` (what the app's POST endpoints read of a request) whose whole body is
-    already read, and what aiohttp's `StreamResponse.prepare` reads of one."""
-
-    __slots__ = (
-        "_body",
-        "_protocol",
-        "_writer",
-        "client_max_size",
-        "content_length",
-        "headers",
-        "keep_alive",
-        "path",
-    )
-
-    method = hdrs.METH_POST
-    version = HttpVersion11
-
-    def __init__(
-        self,
-        protocol: LeanConnection,
-        path: str,
-        headers: CIMultiDictProxy[str],
-        body: bytes,
-        keep_alive: bool,
-        client_max_size: int,
-    ) -> None:
-        self._protocol = protocol
-        self._body = body
-        self._writer: StreamWriter | None = None
-        self.path = path
-        self.headers = headers
-        self.keep_alive = keep_alive
-        self.content_length = len(body)
-        self.client_max_size = client_max_size
+class LeanServer(Protocol):
+    """What a lean connection needs of its server (gateway.edge.EdgeServer): aiohttp's
+    connection registry, its handler's arguments and the head limits, and the aiohttp handler a
+    connection is handed over to."""
 
     @property
-    def body_exists(self) -> bool:
-        return bool(self._body)
+    def loop(self) -> asyncio.AbstractEventLoop: ...
 
     @property
-    def transport(self) -> asyncio.Transport | None:
-        return self._protocol.transport
+    def handler_kwargs(self) -> Mapping[str, Any]: ...
 
-    async def read(self) -> bytes:
-        return self._body
-
+    # (max_field_size, max_headers, client_max_size): what a lean request's head must keep within
     @property
-    def _payload_writer(self) -> StreamWriter:
-        """aiohttp's writer, for a response that is streamed (StreamResponse.prepare)."""
-        if self._writer is None:
-            self._writer = StreamWriter(self._protocol, self._protocol._loop)
-        return self._writer
+    def lean_limits(self) -> tuple[int, int, int]: ...
 
-    async def _prepare_hook(self, response: web.StreamResponse) -> None:
-        """StreamResponse.prepare's hook: the app has no on_response_prepare signal."""
+    def connection_made(self, handler: Any, transport: asyncio.Transport) -> None: ...
 
+    def connection_lost(self, handler: Any, exc: BaseException | None) -> None: ...
 
-class _Head:
-    """httptools' callbacks for one request head: whether it stays on this path, and what the
-    handler needs of it."""
-
-    __slots__ = (
-        "fields",
-        "keep_alive",
-        "lean",
-        "length",
-        "limit",
-        "max_field",
-        "max_headers",
-        "path",
-        "start",
-        "url",
-    )
-
-    def __init__(self, max_field: int, max_headers: int, limit: int) -> None:
-        self.fields: list[tuple[str, str]] = []
-        self.url = b""
-        self.length = -1
-        self.lean = True
-        self.max_field = max_field
-        self.max_headers = max_headers
-        self.limit = limit
-        self.start = 0  # where the body begins, once the head is read
-        self.path = ""
-        self.keep_alive = True
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-        if len(self.url) > self.max_field:
-            self.lean = False
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        fields = self.fields
-        if len(name) + len(value) + 2 > self.max_field or len(fields) >= self.max_headers:
-            self.lean = False
-            return
-        lower = name.lower()
-        if lower == b"content-length":
-            if self.length >= 0 or not value.isdigit():
-                self.lean = False
-                return
-            self.length = int(value)
-            if self.length > self.limit:
-                self.lean = False
-        elif lower in _OFF_PATH:
-            self.lean = False
-        fields.append(
-            (name.decode("utf-8", "surrogateescape"), value.decode("utf-8", "surrogateescape"))
-        )
+    def aiohttp_handler(self) -> asyncio.Protocol: ...
 
 
 class LeanConnection(BaseProtocol):
@@ -198,8 +86,9 @@ class LeanConnection(BaseProtocol):
     not hands the connection to aiohttp (`_hand_over`)."""
 
     __slots__ = (
+        "_awaited",
         "_closing",
-        "_head",
+        "_draining",
         "_idle",
         "_keepalive",
         "_last_active",
@@ -209,12 +98,16 @@ class LeanConnection(BaseProtocol):
         "_task_handler",
     )
 
-    def __init__(self, manager: EdgeServer, routes: Mapping[str, Handler]) -> None:
-        super().__init__(manager._loop)
-        self._manager: EdgeServer | None = manager
+    def __init__(self, manager: LeanServer, routes: Mapping[str, Handler]) -> None:
+        super().__init__(manager.loop)
+        self._manager: LeanServer | None = manager
         self._routes = routes
         self._pending: bytes | bytearray = b""  # received, not yet taken by a request
-        self._head: _Head | None = None  # parsed, its body not all arrived
+        # The request being served whose body is still arriving, and where in `_pending` that
+        # body begins and ends.
+        self._awaited: tuple[LeanRequest, int, int] | None = None
+        # The body bytes still to drop after an answer sent before its body came; -1: none.
+        self._draining = -1
         # The request being served; by aiohttp's name for it: its server defers forgetting a
         # lost connection until this task is done.
         self._task_handler: asyncio.Task[None] | None = None
@@ -229,7 +122,7 @@ class LeanConnection(BaseProtocol):
         super().connection_made(transport)
         tcp_keepalive(cast(asyncio.Transport, transport))  # as aiohttp's handler does
         assert self._manager is not None
-        self._manager.connection_made(self, cast(asyncio.Transport, transport))  # type: ignore[arg-type]
+        self._manager.connection_made(self, cast(asyncio.Transport, transport))
         self._last_active = self._loop.time()
         if self._keepalive > 0:
             self._idle = self._loop.call_later(self._keepalive, self._check_idle)
@@ -237,6 +130,9 @@ class LeanConnection(BaseProtocol):
     def data_received(self, data: bytes) -> None:
         if self._manager is None:
             return
+        if self._draining >= 0:
+            self._drain(len(data))
+            return  # answered already: the rest of its body is dropped
         if self._pending:
             pending = self._pending
             if type(pending) is bytes:
@@ -245,7 +141,9 @@ class LeanConnection(BaseProtocol):
             self._pending = pending
         else:
             self._pending = data
-        if self._task_handler is None and not self._paused:
+        if self._awaited is not None:
+            self._deliver()
+        elif self._task_handler is None and not self._paused:
             self._advance()
         elif len(self._pending) > AHEAD_LIMIT and not self._reading_paused:
             # Sent ahead of an answer still being made or not yet read by the client: wait.
@@ -260,7 +158,7 @@ class LeanConnection(BaseProtocol):
         manager, self._manager = self._manager, None
         if manager is None:
             return  # handed over: the connection was aiohttp's
-        manager.connection_lost(self, exc)  # type: ignore[arg-type]
+        manager.connection_lost(self, exc)
         if self._task_handler is not None:
             self._task_handler.cancel()  # the client left: its exchange ends (handler cancellation)
 
@@ -281,34 +179,45 @@ class LeanConnection(BaseProtocol):
         if self._reading_paused:
             self._reading_paused = False
             self._resume_transport_reading()
-        head = self._head
-        if head is None:
-            end = pending.find(b"\r\n\r\n")
-            if end < 0:
-                if len(pending) > HEAD_LIMIT:
-                    self._hand_over()
-                return
-            head = self._read_head(pending, end + 4)
-            if head is None:
+        end = pending.find(b"\r\n\r\n")
+        if end < 0:
+            if len(pending) > HEAD_LIMIT:
                 self._hand_over()
-                return
-            self._head = head
-        end = head.start + head.length
-        if len(pending) < end:
-            return  # the body is still arriving
-        self._head = None
-        body = bytes(pending[head.start : end])
-        self._pending = pending[end:] if len(pending) > end else b""
+            return
+        head = self._read_head(pending, end + 4)
+        if head is None:
+            self._hand_over()
+            return
         headers = CIMultiDictProxy(CIMultiDict(head.fields))
-        request = LeanRequest(self, head.path, headers, body, head.keep_alive, head.limit)
+        end = head.start + head.length
+        body: bytes | None = None
+        if len(pending) >= end:  # the common case: the body came with its head
+            body = bytes(pending[head.start : end])
+            self._pending = pending[end:] if len(pending) > end else b""
+        request = LeanRequest(
+            self, head.path, headers, head.length, body, head.keep_alive, head.limit
+        )
+        if body is None:
+            self._awaited = (request, head.start, end)
         self._task_handler = self._loop.create_task(self._respond(request, self._routes[head.path]))
 
-    def _read_head(self, pending: bytes | bytearray, size: int) -> _Head | None:
+    def _deliver(self) -> None:
+        """The awaited body, once it has all arrived."""
+        assert self._awaited is not None
+        request, start, end = self._awaited
+        pending = self._pending
+        if len(pending) < end:
+            return
+        self._awaited = None
+        request.arrived(bytes(pending[start:end]))
+        self._pending = pending[end:] if len(pending) > end else b""
+
+    def _read_head(self, pending: bytes | bytearray, size: int) -> LeanHead | None:
         """The head of `size` bytes, when it stays on this path."""
         manager = self._manager
         assert manager is not None
         limits = manager.lean_limits
-        parsed = _Head(limits[0], limits[1], limits[2])
+        parsed = LeanHead(limits[0], limits[1], limits[2])
         parser = httptools.HttpRequestParser(parsed)
         try:
             parser.feed_data(bytes(pending[:size]))
@@ -338,6 +247,8 @@ class LeanConnection(BaseProtocol):
                 response = await handler(request)
             except web.HTTPException as exc:  # what the app's middlewares let through
                 response = exc
+            if request.body_unread:
+                request.keep_alive = False  # answered before its body came: `Connection: close`
             if type(response) is web.Response and not response.prepared and _plain(response):
                 keep_alive = self._write_whole(request, response)
             else:  # streamed (and ended) by its handler, or one aiohttp must prepare
@@ -356,11 +267,43 @@ class LeanConnection(BaseProtocol):
         transport = self.transport
         if transport is None:
             return
+        if self._awaited is not None:
+            self._linger()
+            return
         if not keep_alive or self._closing:
             transport.close()
             return
         self._last_active = self._loop.time()
         self._advance()
+
+    # --- an answer before its body: the rest of the body is dropped, then the connection closed -
+
+    def _linger(self) -> None:
+        """Drop the rest of the declared body as it comes, then close; close after aiohttp's
+        lingering time whatever is left (a client that never sends it)."""
+        assert self._awaited is not None and self._manager is not None
+        _, _, end = self._awaited
+        self._awaited = None
+        left = end - len(self._pending)
+        self._pending = b""
+        if self._reading_paused:
+            self._reading_paused = False
+            self._resume_transport_reading()
+        self._draining = 0
+        if left > 0 and not self._closing:
+            self._draining = left
+            lingering = float(self._manager.handler_kwargs.get("lingering_time", _LINGERING))
+            self._loop.call_later(lingering, self._close_now)
+        self._drain(0)
+
+    def _drain(self, received: int) -> None:
+        self._draining = max(0, self._draining - received)
+        if self._draining == 0:
+            self._close_now()
+
+    def _close_now(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
 
     def _write_whole(self, request: LeanRequest, response: web.Response) -> bool:
         """The response's head and body in one write; whether the connection stays open."""
@@ -391,7 +334,7 @@ class LeanConnection(BaseProtocol):
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
-        manager.connection_lost(self, None)  # type: ignore[arg-type]
+        manager.connection_lost(self, None)
         self._manager = None
         handler = manager.aiohttp_handler()
         data, self._pending = self._pending, b""
@@ -410,7 +353,7 @@ class LeanConnection(BaseProtocol):
             return
         due = self._last_active + self._keepalive
         now = self._loop.time()
-        if self._task_handler is None and now >= due:  # a head still arriving too, as aiohttp does
+        if self._waiting() and now >= due:  # a head still arriving too, as aiohttp does
             self.transport.close()
             return
         self._idle = self._loop.call_at(max(due, now + 1.0), self._check_idle)
@@ -418,14 +361,19 @@ class LeanConnection(BaseProtocol):
     def close(self) -> None:
         """The server stops: an idle connection closes now, a busy one after its answer."""
         self._closing = True
-        if self._task_handler is None and self.transport is not None:
+        if self._waiting() and self.transport is not None:
             self.transport.close()
+
+    def _waiting(self) -> bool:
+        """Whether no request is being served, or the one that is still waits for its body (as
+        for a head still arriving, closing the connection ends it: its handler is cancelled)."""
+        return self._task_handler is None or self._awaited is not None
 
     async def shutdown(self, timeout: float | None = 15.0) -> None:
         """Let the request being served finish within `timeout`, then end it; close."""
         self._closing = True
         task = self._task_handler
-        if task is not None and not task.done():
+        if task is not None and not task.done() and self._awaited is None:
             done, _ = await asyncio.wait({task}, timeout=timeout)
             if not done:
                 task.cancel()

@@ -27,7 +27,6 @@ from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat
 from gateway.client_request import ClientRequest
 from gateway.cost import Pricer
-from gateway.edge import read_body
 from gateway.encode import ReplyTerms
 from gateway.errors import (
     CircuitOpen,
@@ -54,6 +53,7 @@ from gateway.handlers.upstream_errors import status_error
 from gateway.handlers.validation import RequestBody, parse_json, validate
 from gateway.handlers.whole import continue_whole, decode_whole, render_whole
 from gateway.observer import ExchangeObserver
+from gateway.request_body import read_body
 from gateway.resilience.outcome import CLIENT_LEFT, Outcome, failed_outcome
 from gateway.resilience.plan import Resilience
 from gateway.resilience.retry import Retries

@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway.access import AccessControl, admin_only, build_access
 from gateway.access.limits import RENEW_EVERY
-from gateway.audit.store import open_store
+from gateway.audit.opening import open_store
 from gateway.audit.writer import AuditWriter
 from gateway.client_formats import (
     ANTHROPIC,
@@ -28,14 +28,15 @@ from gateway.client_formats import (
 from gateway.cost import Pricer, Prices
 from gateway.dashboard.routes import AuditSource, add_dashboard
 from gateway.edge import HTTP_LIMITS, LEAN_POSTS, HttpLimits
+from gateway.error_reply import error_response
 from gateway.errors import GatewayError, NotFound, UpgradeRequired
 from gateway.handlers import count_tokens, embeddings, meta
 from gateway.handlers.exchange import Endpoint, Gateway, serve
-from gateway.handlers.responses import error_response, new_request_id
 from gateway.handlers.stored import stored_response_handlers
 from gateway.metrics import GatewayMetrics
 from gateway.observer import ExchangeObserver
 from gateway.pool_metrics import PUBLISH_EVERY
+from gateway.request_ids import new_request_id
 from gateway.resilience.plan import Resilience
 from gateway.resilience.shared_circuits import CircuitSync
 from gateway.responses_store import open_response_store

@@ -56,9 +56,9 @@ from gateway.errors import (
     MalformedHTTP,
     RequestLineTooLong,
 )
-from gateway.handlers.responses import new_request_id
 from gateway.lean_http import LeanConnection
 from gateway.lean_request import Handler, lean_routes
+from gateway.request_ids import new_request_id
 
 log = logging.getLogger("gateway.edge")
 

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.logs import FIELDS, STANDARD_ATTRIBUTES
+from gateway.log_fields import FIELDS, STANDARD_ATTRIBUTES
 
 EXCHANGE: Final = ("gateway.exchange", "exchange")  # the (logger, message) of the exchange line
 _PLAIN: Final = re.compile(r"[\w.:/@+*-]+", re.ASCII)

@@ -23,13 +23,7 @@ from typing import Any, Final, TextIO
 
 import orjson
 
-FIELDS = "fields"  # an extra= key whose dict value is merged into the line
-
-STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
-    "message",
-    "asctime",
-    "taskName",
-}
+from gateway.log_fields import FIELDS, STANDARD_ATTRIBUTES
 
 
 class JsonFormatter(logging.Formatter):

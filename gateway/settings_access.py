@@ -7,7 +7,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import Annotated, Any, Final, Protocol
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
@@ -17,8 +17,13 @@ from gateway.settings_fields import NonEmptyStr, Seconds
 from gateway.settings_fields import parse_duration as _duration
 from gateway.settings_fields import parse_size as _size
 
-if TYPE_CHECKING:
-    from gateway.settings import RouteSettings
+
+class NamedRoute(Protocol):
+    """What a key's `routes` globs are matched against: a route's `match` (gateway.settings'
+    RouteSettings, which imports this module)."""
+
+    @property
+    def match(self) -> str: ...
 
 
 _SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
@@ -64,7 +69,7 @@ class KeySettings(HashedKey):
 
     _window = field_validator("window", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
-    def allows(self, route: RouteSettings, model: str) -> bool:
+    def allows(self, route: NamedRoute, model: str) -> bool:
         """Whether a glob of `routes` matches the route's `match` or the client's model name."""
         return any(fnmatchcase(route.match, g) or fnmatchcase(model, g) for g in self.routes)
 

@@ -27,6 +27,27 @@ from providers.registry import KINDS, known_kinds
 
 # A cloud region as it goes into an endpoint's host name (us-east-1, europe-west4).
 REGION: Final = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+# What a POSIX shell can export: the only names `api_key_env` can usefully hold.
+ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# How providers' keys begin (OpenAI and most OpenAI-compatible ones, Anthropic, Google, xAI,
+# Groq, OpenRouter, GitHub tokens, the gateway's own keys).
+_KEY_PREFIXES: Final = ("sk-", "AIza", "xai-", "gsk_", "sk_", "ghp_", "github_pat_", "gw-")
+NOT_A_NAME: Final = "this looks like a key, not a variable name"
+
+
+def looks_like_key(name: str) -> bool:
+    """Whether a value given where an environment variable's name belongs is not one: a key
+    pasted in its place. Such a value is never echoed (it would land in logs)."""
+    if not ENV_NAME.fullmatch(name) or name.startswith(_KEY_PREFIXES):
+        return True
+    # A long mixed-case token with digits: random, not a name someone chose (those are upper
+    # snake case, OPENAI_API_KEY, or short).
+    return (
+        len(name) >= 32
+        and any(c.islower() for c in name)
+        and any(c.isupper() for c in name)
+        and any(c.isdigit() for c in name)
+    )
 
 
 class ProviderSettings(_Frozen):
@@ -98,6 +119,18 @@ class ProviderSettings(_Frozen):
                     url = url.format(region=region)
                 return {**data, "base_url": url}
         return data
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _variable_name(cls, name: str | None) -> str | None:
+        # Refused at load, not only kept out of the startup report: a key here is a key in the
+        # config file, where it was not meant to be (config errors never echo a value).
+        if name is not None and looks_like_key(name):
+            raise ValueError(
+                f"must be the name of an environment variable (letters, digits and _); "
+                f"{NOT_A_NAME}: put the key in a variable and give its name here"
+            )
+        return name
 
     @field_validator("region")
     @classmethod

@@ -8,8 +8,9 @@
 The report names the configuration file, each provider and where its key comes from (never the
 key), the number of routes, the audit store, where spans go when exported, and the gateway keys
 (their names) or, without any, that only loopback clients should reach it; it warns about an
-unset key variable, a route an earlier one shadows, model names a mock answers, and a gateway
-without keys listening beyond loopback. It is a pure function of its arguments.
+unset key variable, a placeholder key (`unused`; never shown), a route an earlier one shadows,
+model names a mock answers, and a gateway without keys listening beyond loopback. A key pasted
+where a variable's name belongs is never shown either. It is a pure function of its arguments.
 """
 
 from __future__ import annotations
@@ -20,23 +21,31 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from pathlib import Path
 from typing import Final, Literal
+from urllib.parse import urlsplit
 
-from gateway.audit.store import open_store, redact_url, sqlite_path
+from gateway.audit.opening import open_store
+from gateway.audit.store import redact_url, sqlite_path
+from gateway.config_source import ConfigSource
 from gateway.responses_store import open_response_store
 from gateway.responses_store.base import human_duration
 from gateway.settings import ProviderSettings, RouteSettings, Settings, default_settings
+from gateway.settings_providers import NOT_A_NAME, looks_like_key
 from gateway.state import open_state
 from gateway.workers import WorkersPlan
 from providers.http import host_port
 from providers.registry import KINDS
 
-ConfigOrigin = Literal["--config", "$GATEWAY_CONFIG", "built-in default"]
 FORWARDED: Final = "the client's own credentials are forwarded"
 # With gateway keys on, a client's credential is its gateway key: it never goes upstream.
 NOT_FORWARDED: Final = "requests go upstream without a key (gateway keys are never forwarded)"
 _GLOB_CHARS: Final = frozenset("*?[")
+# A provider key shorter than this, one character repeated (after `sk-`), or holding one of these
+# words (any case) is a placeholder: the README's `export OPENAI_API_KEY=unused` is meant for a
+# client's terminal, and in the gateway's it sends "unused" upstream. Real keys are random and
+# longer (OpenAI's and Anthropic's by far, Google's 39 characters, Azure's 32).
+PLACEHOLDER_LENGTH: Final = 20
+PLACEHOLDER_WORDS: Final = ("unused", "dummy", "placeholder", "changeme", "example", "your", "xxxx")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,27 +55,6 @@ class Line:
 
     def render(self) -> str:
         return f"warning: {self.text}" if self.level == "warning" else self.text
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigSource:
-    """The configuration file in use (an absolute path), or None for the built-in default."""
-
-    path: Path | None
-    origin: ConfigOrigin
-
-    def label(self) -> str:
-        return f"{self.path} ({self.origin})" if self.path else "the built-in default"
-
-
-def config_source(flag: str | None, env: Mapping[str, str]) -> ConfigSource:
-    """`--config`, else `$GATEWAY_CONFIG` (when not empty), else the built-in default."""
-    if flag is not None:
-        return ConfigSource(Path(os.path.abspath(flag)), "--config")
-    from_env = env.get("GATEWAY_CONFIG")
-    if from_env:
-        return ConfigSource(Path(os.path.abspath(from_env)), "$GATEWAY_CONFIG")
-    return ConfigSource(None, "built-in default")
 
 
 def store_location(url: str) -> str:
@@ -109,7 +97,11 @@ def startup_report(
     info += [Line("info", text) for text in _access(settings, host)]
     if workers is not None and workers.count > 1:
         info.append(Line("info", f"workers: {workers.count} ({workers.origin})"))
-    warnings = [*_key_warnings(settings, env, forwarding), *_shadowed_routes(settings.routes)]
+    warnings = [
+        *_key_warnings(settings, env, forwarding),
+        *_placeholder_keys(settings, env),
+        *_shadowed_routes(settings.routes),
+    ]
     if workers is not None and workers.fallback is not None:
         warnings.append(workers.fallback)
     warnings += _mock_answers(settings, source)
@@ -181,7 +173,7 @@ def _describe_provider(
         key = "key in the config file"
     elif provider.api_key_env is not None:
         state = "set" if env.get(provider.api_key_env) else f"unset: {forwarding}"
-        key = f"key from ${provider.api_key_env} ({state})"
+        key = f"key from {_variable(provider.api_key_env)} ({state})"
     else:
         key = f"no key ({forwarding})"
     host = host_port(provider.base_url or "", default_port=False)
@@ -196,7 +188,43 @@ def _key_warnings(
         if provider.kind == "mock" or var is None or env.get(var):
             continue
         state = "is empty" if var in env else "is not set"
-        yield f"provider {name!r}: ${var} {state}, so {KINDS[provider.kind].keyless or forwarding}"
+        then = KINDS[provider.kind].keyless or forwarding
+        yield f"provider {name!r}: {_variable(var)} {state}, so {then}"
+
+
+def _variable(name: str) -> str:
+    """`$NAME`, or what it is instead when a key was pasted where the name belongs (never the
+    value: the report goes to the logs)."""
+    return f"api_key_env ({NOT_A_NAME})" if looks_like_key(name) else f"${name}"
+
+
+def is_placeholder(key: str) -> bool:
+    """Whether a provider key is a stand-in, not a key (PLACEHOLDER_WORDS)."""
+    if len(key) < PLACEHOLDER_LENGTH or len(set(key.removeprefix("sk-"))) <= 1:
+        return True
+    lower = key.lower()
+    return any(word in lower for word in PLACEHOLDER_WORDS)
+
+
+def _placeholder_keys(settings: Settings, env: Mapping[str, str]) -> Iterator[str]:
+    """Providers whose key is a placeholder (never shown); not one on loopback, which is often a
+    local server that takes any key."""
+    for name, provider in settings.providers.items():
+        key = provider.resolve_api_key(env) if provider.kind != "mock" else None
+        if key is None or not is_placeholder(key):
+            continue
+        if is_loopback(urlsplit(provider.base_url or "").hostname or ""):
+            continue
+        where = (
+            "its api_key in the config file"
+            if provider.api_key is not None
+            else _variable(provider.api_key_env or "")
+        )
+        yield (
+            f"provider {name!r}: {where} looks like a placeholder, not a key (shorter than "
+            f"{PLACEHOLDER_LENGTH} characters, one character repeated, or a stand-in word): the "
+            "upstream will refuse it (401); set the real key, or leave the variable unset"
+        )
 
 
 def _shadowed_routes(routes: tuple[RouteSettings, ...]) -> Iterator[str]:

@@ -44,7 +44,7 @@ from typing import Final
 
 from prometheus_client.multiprocess import mark_process_dead
 
-from gateway.audit.store import open_store
+from gateway.audit.opening import open_store
 from gateway.listen import worker_sockets
 from gateway.private_dir import PrivateDir
 from gateway.responses_store import open_response_store

@@ -30,7 +30,7 @@ from gateway.responses_store.base import SHARED_MEMORY
 from gateway.settings import ConfigError, Settings
 
 if TYPE_CHECKING:
-    from gateway.startup import ConfigSource  # which imports this module
+    from gateway.config_source import ConfigSource
 
 _LENGTH: Final = struct.Struct(">I")
 RESPONSES_FILE: Final = "responses.db"

@@ -11,8 +11,9 @@ from pathlib import Path
 import openai
 import pytest
 
+from gateway.config_source import ConfigSource
 from gateway.settings import ConfigError, parse_settings
-from gateway.startup import ConfigSource, Line, startup_report
+from gateway.startup import Line, startup_report
 from tests.test_cli import GATEWAY, USER, Server, clean_env
 
 KEY = "gw-config-SECRET-key-0001"

@@ -29,10 +29,10 @@ import pytest
 from aiohttp import web
 
 from gateway.app import GATEWAY, build_app
+from gateway.audit.opening import open_store
 from gateway.audit.postgres_store import PostgresStore
 from gateway.audit.record import AuditRecord
 from gateway.audit.sqlite_store import SQLiteStore
-from gateway.audit.store import open_store
 from gateway.settings import Settings, parse_settings
 from tests.audit_util import BACKENDS, open_backend
 from tests.scenarios import Answer, Tool, script_for

@@ -22,12 +22,13 @@ from gateway.audit.migrations import (
     migrate_postgresql,
     migrate_sqlite,
 )
+from gateway.audit.opening import open_store
 from gateway.audit.postgres_store import PostgresStore
 from gateway.audit.postgres_store import encode as postgres_encode
 from gateway.audit.record import AuditRecord
 from gateway.audit.sqlite_store import CACHE_KIB, SQLiteStore
 from gateway.audit.sqlite_store import encode as sqlite_encode
-from gateway.audit.store import open_store, redact_url
+from gateway.audit.store import redact_url
 from tests.audit_util import (
     BACKENDS,
     T0,

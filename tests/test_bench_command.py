@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from gateway.bench import plot, report
-from gateway.bench.command import plan_of
-from gateway.bench.plan import FORMATS
+from gateway_bench import plot, report
+from gateway_bench.command import plan_of
+from gateway_bench.plan import FORMATS
 from gateway.cli import main, parse_args
 from gateway.settings import load_settings
 

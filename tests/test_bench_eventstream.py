@@ -7,9 +7,9 @@ import orjson
 import pytest
 from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
 
-from gateway.bench.answers_cloud import bedrock_stream
-from gateway.bench.eventstream import event_message, event_type_marker, message
-from gateway.bench.scenario import Scenario
+from gateway_bench.answers_cloud import bedrock_stream
+from gateway_bench.eventstream import event_message, event_type_marker, message
+from gateway_bench.scenario import Scenario
 
 
 def decoded(data: bytes, split: int | None = None) -> list[tuple[dict[str, object], bytes]]:

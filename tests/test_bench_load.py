@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from gateway.bench.children import Child, Children, LoadGenerator
-from gateway.bench.procstat import ProcessTree, descendants, listening_pids
-from gateway.bench.targets import Target, require_loopback_host, split_url
-from gateway.bench.wires import WIRES
+from gateway_bench.children import Child, Children, LoadGenerator
+from gateway_bench.procstat import ProcessTree, descendants, listening_pids
+from gateway_bench.targets import Target, require_loopback_host, split_url
+from gateway_bench.wires import WIRES
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.bench.gateway_config import BEDROCK_ENV
+from gateway_bench.gateway_config import BEDROCK_ENV
 from tests.conftest import free_port
 
 KEY = "sk-SECRET-compare-0042"

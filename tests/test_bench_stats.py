@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from gateway.bench import stats
-from gateway.bench.goals import check
-from gateway.bench.growth import AXES, flat_verdict, marginal_verdict
-from gateway.bench.plan import Plan
-from gateway.bench.run import flatness, rotated
-from gateway.bench.summary import summarize
-from gateway.bench.targets import Target
+from gateway_bench import stats
+from gateway_bench.goals import check
+from gateway_bench.growth import AXES, flat_verdict, marginal_verdict
+from gateway_bench.plan import Plan
+from gateway_bench.run import flatness, rotated
+from gateway_bench.summary import summarize
+from gateway_bench.targets import Target
 
 
 def test_percentiles_interpolate_between_ranks():

@@ -46,6 +46,9 @@ NEVER_BY_DEFAULT = (
     "gateway.conformance.command",
     "gateway.conformance.run",
     "gateway.conformance.upstream",
+    # `gateway bench`, a tool beside the product: not even its argument parser
+    "gateway_bench",
+    "gateway_bench.arguments",
 )
 
 # What `gateway serve` does before it serves: its arguments, the startup report, the app.
@@ -54,7 +57,8 @@ import sys
 import gateway.cli
 from gateway.app import build_app
 from gateway.settings import default_settings, parse_settings
-from gateway.startup import config_source, startup_report
+from gateway.config_source import config_source
+from gateway.startup import startup_report
 gateway.cli.parse_args(["serve"])
 settings = {settings}
 list(startup_report(settings, config_source(None, {{}}), {{}}, settings.audit.store))

@@ -15,8 +15,8 @@ import openai
 import pytest
 
 from gateway.responses_store import StoredResponse, owner_of
-from gateway.responses_store.base import open_response_store
 from gateway.responses_store.memory import MemoryStore
+from gateway.responses_store.opening import open_response_store
 from gateway.responses_store.sqlite import TRIM_EVERY, SQLiteResponseStore
 from tests.conftest import openai_client
 from tests.responses_support import WEATHER_TOOL, post

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from gateway.config_source import ConfigSource, config_source
 from gateway.settings import default_settings, parse_settings
-from gateway.startup import ConfigSource, Line, config_source, startup_report, store_location
+from gateway.startup import Line, startup_report, store_location
 
 OPENAI_SECRET = "sk-startup-SECRET-openai"
 ANTHROPIC_SECRET = "sk-ant-startup-SECRET"

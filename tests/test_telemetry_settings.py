@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from gateway import settings_telemetry
+from gateway.config_source import ConfigSource
 from gateway.settings import ConfigError, parse_settings
-from gateway.startup import ConfigSource, startup_report
+from gateway.startup import startup_report
 
 BASE: dict[str, Any] = {"audit": {"store": "sqlite:///:memory:"}}
 

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from gateway import workers
+from gateway.config_source import ConfigSource
 from gateway.private_dir import LOCK, PREFIX, STALE_AFTER, PrivateDir, remove_stale
 from gateway.settings import ConfigError, load_settings, parse_settings
-from gateway.startup import ConfigSource, startup_report
+from gateway.startup import startup_report
 from gateway.supervisor import (
     GIVE_UP_AFTER,
     RESTART_DELAY_MAX,

@@ -24,9 +24,10 @@ from gateway.access.limits import Grant, Limiter
 from gateway.audit.record import AuditRecord
 from gateway.client_formats import detect
 from gateway.client_request import ClientRequest
+from gateway.error_reply import error_response
 from gateway.errors import Forbidden, GatewayError, Unauthorized
-from gateway.handlers.responses import error_response, new_request_id
 from gateway.metrics import GatewayMetrics
+from gateway.request_ids import new_request_id
 from gateway.settings import ResolvedRoute, Settings
 from gateway.state import SharedState
 

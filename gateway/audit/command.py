@@ -81,7 +81,8 @@ def _terminal_width() -> int:
 
 async def _open_and_run(url: str, args: argparse.Namespace) -> tuple[str | None, str | None]:
     """(report, None) on success, (None, message) when the store cannot be opened or read."""
-    from gateway.audit.store import open_store, sqlite_path
+    from gateway.audit.opening import open_store
+    from gateway.audit.store import sqlite_path
 
     shown = redact_url(url)
     secret = _password(url)

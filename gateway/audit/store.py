@@ -1,6 +1,6 @@
 """The audit store seam: where records are kept, chosen by URL.
 
-    store = open_store("sqlite:///gateway-audit.db")   # or "postgresql://user@host/db"
+    store = open_store("sqlite:///gateway-audit.db")   # gateway.audit.opening; or postgresql://
     await store.open()                                  # creates or migrates the schema
     await store.write(records)
     rows = await store.fetch(since=time.time() - 86400)
@@ -97,20 +97,3 @@ def sqlite_path(url: str) -> str:
     if not path:
         raise ValueError("a SQLite store URL needs a file path: sqlite:///path.db")
     return path
-
-
-def open_store(url: str) -> AuditStore:
-    """The store for `url`, not yet opened (call `await store.open()`)."""
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if scheme == "sqlite":
-        from gateway.audit.sqlite_store import SQLiteStore
-
-        return SQLiteStore(sqlite_path(url))
-    if scheme in POSTGRES_SCHEMES:
-        from gateway.audit.postgres_store import PostgresStore
-
-        return PostgresStore(url)
-    raise ValueError(
-        f"unsupported audit store scheme {scheme or '(none)'!r} in {redact_url(url)}; "
-        f"supported: {SUPPORTED}"
-    )

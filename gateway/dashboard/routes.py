@@ -31,8 +31,9 @@ from aiohttp import web
 
 from gateway.audit.store import AuditStore
 from gateway.client_formats import detect
+from gateway.error_reply import error_response
 from gateway.errors import GatewayError, ServiceUnavailable
-from gateway.handlers.responses import error_response, new_request_id
+from gateway.request_ids import new_request_id
 
 log = logging.getLogger("gateway.dashboard")
 

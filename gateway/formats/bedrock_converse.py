@@ -18,7 +18,7 @@ goes through `gateway.formats.shape`, so an event of the wrong shape is a protoc
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import orjson
 
@@ -38,9 +38,7 @@ from gateway.formats import stop_reasons
 from gateway.formats.aws_frames import EXCEPTION_PREFIX, FRAMING_ERROR
 from gateway.formats.shape import ShapeError, count, index, loose, mapping, objects, string
 from gateway.formats.sse import SSEFrame
-
-if TYPE_CHECKING:
-    from gateway.formats.registry import WireError
+from gateway.formats.wire_error import WireError
 
 # An exception event or error reply's name -> (error type a client acts on, HTTP status). The
 # statuses are the service model's (`httpStatusCode`), but for the model's own failure behind
@@ -296,8 +294,6 @@ def error_fields(parsed: Any, headers: Mapping[str, str]) -> WireError | None:
     `__type` (`com.amazon...#ThrottlingException`). The type is the one clients act on
     (`rate_limit_error`), so each client format's error table reads it as it reads Anthropic's;
     None when the reply names neither an exception nor a message."""
-    from gateway.formats.registry import WireError  # the registry imports this module
-
     name = (headers.get("x-amzn-errortype") or "").partition(":")[0].strip()
     body = parsed if isinstance(parsed, dict) else {}
     if not name:

@@ -32,6 +32,7 @@ from gateway.formats import (
 )
 from gateway.formats.shape import token_count
 from gateway.formats.sse import SSEDecoder, SSEFrame
+from gateway.formats.wire_error import WireError
 
 # What a decoder raises on a frame or body that is not its wire's (orjson's errors and shape
 # errors are ValueErrors): a protocol error of the upstream, never a crash of its reader.
@@ -68,19 +69,6 @@ class Completeness(enum.Enum):
     TERMINATOR = "only its terminator event completes it"
     EVERY_CHOICE_FINISHED = "complete once every choice it opened got a finish reason"
     FINISH_REASON = "no terminator: complete once the answer gave its finish reason"
-
-
-@dataclass(frozen=True, slots=True)
-class WireError:
-    """What an upstream's error reply says, read by its wire's rule (None: not said)."""
-
-    message: str | None = None
-    type: str | None = None  # the error type, in the wire's own vocabulary
-    code: str | None = None
-    retry_after: str | None = None  # seconds, when the body says it (Gemini's RetryInfo)
-    # What the audit record keeps of it beyond the message, never text: the categories of a
-    # prompt Azure OpenAI's content filter refused (`innererror.content_filter_result`).
-    details: dict[str, Any] | None = None
 
 
 def error_object(parsed: Any, headers: Mapping[str, str]) -> WireError | None:

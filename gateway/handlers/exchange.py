@@ -28,6 +28,7 @@ from gateway.client_formats import ClientFormat
 from gateway.client_request import ClientRequest
 from gateway.cost import Pricer
 from gateway.encode import ReplyTerms
+from gateway.error_reply import error_response
 from gateway.errors import (
     CircuitOpen,
     GatewayError,
@@ -47,13 +48,13 @@ from gateway.handlers.continuation import Continuations, note_attempts
 from gateway.handlers.payload import record_dropped, upstream_payload
 from gateway.handlers.recording import complete_record, record_cost
 from gateway.handlers.recovery import Recovery, splices_for
-from gateway.handlers.responses import error_response, new_request_id
 from gateway.handlers.streaming import stream_reply
 from gateway.handlers.upstream_errors import status_error
 from gateway.handlers.validation import RequestBody, parse_json, validate
 from gateway.handlers.whole import continue_whole, decode_whole, render_whole
 from gateway.observer import ExchangeObserver
 from gateway.request_body import read_body
+from gateway.request_ids import new_request_id
 from gateway.resilience.outcome import CLIENT_LEFT, Outcome, failed_outcome
 from gateway.resilience.plan import Resilience
 from gateway.resilience.retry import Retries

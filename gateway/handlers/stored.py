@@ -10,8 +10,9 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from gateway.client_formats import RESPONSES
+from gateway.error_reply import error_response
 from gateway.errors import NotFound
-from gateway.handlers.responses import error_response, new_request_id
+from gateway.request_ids import new_request_id
 from gateway.responses_store import ResponseStore, owner_of
 
 

@@ -44,6 +44,15 @@ decoders, stop-reason tables and aggregator), `stops` (the `gateway` extension o
 
 from gateway.loop.agent import TRUNCATION_MARKER, AgentLoop, CutPolicy, Limits, run_loop
 from gateway.loop.anthropic_messages import AnthropicMessagesClient
+from gateway.loop.conversation import (
+    AssistantMessage,
+    CompletionReason,
+    Iteration,
+    LoopResult,
+    Message,
+    ToolResult,
+    UserMessage,
+)
 from gateway.loop.errors import (
     CallInterrupted,
     ConnectionFailed,
@@ -64,11 +73,9 @@ from gateway.loop.errors import (
 )
 from gateway.loop.guards import ALL_REFUSED_SUFFIX, STALLED_MESSAGE
 from gateway.loop.http import HTTPModelClient
-from gateway.loop.messages import AssistantMessage, Message, ToolResult, UserMessage
 from gateway.loop.model import ModelClient, ModelRequest
 from gateway.loop.openai_chat import OpenAIChatClient
 from gateway.loop.openai_responses import OpenAIResponsesClient
-from gateway.loop.result import CompletionReason, Iteration, LoopResult
 from gateway.loop.shorten import shorten
 from gateway.loop.subagent import INCOMPLETE_NOTE, result_text, subagent_tool
 from gateway.loop.tools import (

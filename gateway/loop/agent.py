@@ -28,6 +28,15 @@ import enum
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from gateway.loop.conversation import (
+    AssistantMessage,
+    CompletionReason,
+    Iteration,
+    LoopResult,
+    Message,
+    ToolResult,
+    UserMessage,
+)
 from gateway.loop.errors import (
     CallInterrupted,
     MaxTurnsError,
@@ -37,9 +46,7 @@ from gateway.loop.errors import (
     TurnError,
 )
 from gateway.loop.guards import RunawayGuard, StallGuard
-from gateway.loop.messages import AssistantMessage, Message, ToolResult, UserMessage
 from gateway.loop.model import ModelClient, ModelRequest
-from gateway.loop.result import CompletionReason, Iteration, LoopResult
 from gateway.loop.tools import (
     ABORTED_RESULT,
     CANCELLED_RESULT,

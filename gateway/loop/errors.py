@@ -27,56 +27,37 @@ Callers switch on the class (or on `type`, a stable string) and never parse pros
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
-if TYPE_CHECKING:
-    from gateway.loop.turn import StopReason, Turn, WithheldCall
+from gateway.loop.model_errors import (
+    CallInterrupted,
+    ConnectionFailed,
+    HTTPStatusError,
+    ModelError,
+    ModelTimeout,
+    ProtocolError,
+    StreamBroken,
+)
+from gateway.loop.turn import StopReason, Turn, WithheldCall
 
-
-class ModelError(Exception):
-    """Why a model call produced no usable response; `Turn.error` of a failed turn."""
-
-    type: ClassVar[str] = "model"
-    __match_args__ = ("message",)
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class HTTPStatusError(ModelError):
-    type = "http_status"
-    __match_args__ = ("status", "error_type")
-
-    def __init__(self, status: int, error_type: str | None, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_type = error_type
-
-
-class ConnectionFailed(ModelError):
-    type = "connection"
-
-
-class ModelTimeout(ModelError):
-    type = "timeout"
-
-
-class ProtocolError(ModelError):
-    type = "protocol"
-
-
-class StreamBroken(ModelError):
-    type = "stream"
-    __match_args__ = ("error_type",)
-
-    def __init__(self, message: str, error_type: str | None = None) -> None:
-        super().__init__(message)
-        self.error_type = error_type
-
-
-class CallInterrupted(ModelError):
-    type = "interrupted"
+__all__ = [
+    "CallInterrupted",
+    "ConnectionFailed",
+    "HTTPStatusError",
+    "InterruptedLoopError",
+    "LoopError",
+    "MaxTurnsError",
+    "ModelError",
+    "ModelTimeout",
+    "ProtocolError",
+    "RefusedError",
+    "RunawayError",
+    "StalledError",
+    "StreamBroken",
+    "TruncatedError",
+    "TurnError",
+    "WallClockError",
+]
 
 
 class LoopError(Exception):

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from gateway.loop.messages import Message
+from gateway.loop.conversation import Message
 from gateway.loop.tools import Tool
 from gateway.loop.turn import Turn
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.formats.registry import OPENAI
+from gateway.loop.conversation import AssistantMessage, Message, ToolResult, UserMessage
 from gateway.loop.http import HTTPModelClient
-from gateway.loop.messages import AssistantMessage, Message, ToolResult, UserMessage
 from gateway.loop.model import ModelRequest
 from gateway.loop.turn import ToolCall
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gateway.formats.registry import OPENAI_RESPONSES
+from gateway.loop.conversation import AssistantMessage, Message, ToolResult, UserMessage
 from gateway.loop.http import HTTPModelClient
-from gateway.loop.messages import AssistantMessage, Message, ToolResult, UserMessage
 from gateway.loop.model import ModelRequest
 
 Json = dict[str, Any]

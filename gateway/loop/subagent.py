@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gateway.loop.result import CompletionReason, LoopResult
+from gateway.loop.conversation import CompletionReason, LoopResult
 from gateway.loop.shorten import shorten
 from gateway.loop.tools import Tool, ToolOutput
 

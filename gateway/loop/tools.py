@@ -23,11 +23,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway.loop.messages import ToolResult
+from gateway.loop.conversation import ToolResult
 from gateway.loop.turn import ToolCall
 
 if TYPE_CHECKING:
-    from gateway.loop.result import LoopResult
+    from gateway.loop.conversation import LoopResult
 
 CUT_CALL_RESULT = (
     "Not run: the response carrying this tool call was cut at max tokens, so the call was not "

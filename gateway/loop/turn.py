@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from gateway.events import CUT_STOP_REASONS, StopReason
-from gateway.loop.errors import ModelError
+from gateway.loop.model_errors import ModelError
 
 __all__ = ["CUT_STOP_REASONS", "StopReason", "TokenCounts", "ToolCall", "Turn", "WithheldCall"]
 

@@ -16,8 +16,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from gateway.loop.conversation import CompletionReason
 from gateway.loop.errors import InterruptedLoopError, LoopError, WallClockError
-from gateway.loop.result import CompletionReason
 
 T = TypeVar("T")
 R = CompletionReason

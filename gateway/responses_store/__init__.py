@@ -10,12 +10,7 @@ calls are not among them), the response object for `GET`, the parent it continue
     await store.put(entry)
 """
 
-from gateway.responses_store.base import (
-    OffStore,
-    ResponseStore,
-    StoredResponse,
-    open_response_store,
-    owner_of,
-)
+from gateway.responses_store.base import OffStore, ResponseStore, StoredResponse, owner_of
+from gateway.responses_store.opening import open_response_store
 
 __all__ = ["OffStore", "ResponseStore", "StoredResponse", "open_response_store", "owner_of"]

@@ -121,23 +121,3 @@ def human_size(size: int) -> str:
         if size >= factor and size % factor == 0:
             return f"{size // factor} {unit}"
     return f"{size} bytes"
-
-
-def open_response_store(url: str, ttl: float, max_entries: int, max_bytes: int) -> ResponseStore:
-    # Each store's module is imported when asked for: sqlite3 only for a SQLite store.
-    if url == "off":
-        return OffStore()
-    if url == "memory":
-        from gateway.responses_store.memory import MemoryStore
-
-        return MemoryStore(ttl, max_entries, max_bytes)
-    if url.startswith("sqlite:///"):
-        from gateway.responses_store.sqlite import SQLiteResponseStore
-
-        return SQLiteResponseStore(url.removeprefix("sqlite:///"), ttl)
-    if url.startswith(SHARED_MEMORY):  # never from a file: gateway.workers sets it
-        from gateway.responses_store.sqlite import SQLiteResponseStore
-
-        bounds = (max_entries, max_bytes)
-        return SQLiteResponseStore(url.removeprefix(SHARED_MEMORY), ttl, bounds=bounds)
-    raise ValueError('responses.store must be "memory", "off" or a sqlite:/// URL')

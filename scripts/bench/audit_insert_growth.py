@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gateway.audit.record import AuditRecord
 from gateway.audit.sqlite_store import SQLiteStore
-from gateway.handlers.responses import new_request_id
+from gateway.request_ids import new_request_id
 
 BATCH = 64
 

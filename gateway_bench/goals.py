@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway.bench.plan import Plan
-from gateway.bench.summary import Record, cross_over_same
+from gateway_bench.plan import Plan
+from gateway_bench.summary import Record, cross_over_same
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
-"""`gateway bench`: from arguments (`gateway.bench.arguments`) to the report.
+"""`gateway bench`: from arguments (`gateway_bench.arguments`) to the report.
 
 `main_bench` is what `gateway.cli` runs. Arguments are checked before any process starts (a bad
-one is one line and exit status 2); `gateway.bench.session` does the measuring,
-`gateway.bench.report` the showing.
+one is one line and exit status 2); `gateway_bench.session` does the measuring,
+`gateway_bench.report` the showing.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any, Final
 
 from rich.console import Console
 
-from gateway.bench import gateway_config, plot, report
-from gateway.bench.children import ChildFailed
-from gateway.bench.plan import Plan, preset
-from gateway.bench.progress import Bar, Reporter, Silent
-from gateway.bench.session import compare_key, execute
-from gateway.bench.targets import split_url
+from gateway_bench import gateway_config, plot, report
+from gateway_bench.children import ChildFailed
+from gateway_bench.plan import Plan, preset
+from gateway_bench.progress import Bar, Reporter, Silent
+from gateway_bench.session import compare_key, execute
+from gateway_bench.targets import split_url
 
 
 def plan_of(args: argparse.Namespace) -> Plan:

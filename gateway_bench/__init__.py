@@ -21,9 +21,9 @@ as possible, since on a small machine they all compete for the same cores.
     eventstream.py    AWS's binary event stream (Bedrock), encoded
     bodies.py         the requests the load generator sends
     wires.py          one row per wire: paths, bodies, answers, terminators
-    upstream.py       the fake upstream (python -m gateway.bench.upstream)
+    upstream.py       the fake upstream (python -m gateway_bench.upstream)
     client.py         its HTTP/1.1 client: raw protocol, httptools
-    load.py           the load generator (python -m gateway.bench.load)
+    load.py           the load generator (python -m gateway_bench.load)
     procstat.py       CPU and RSS of process trees; the process behind a port
     targets.py        where load goes, loopback only
     gateway_config.py the configuration of the gateway the bench starts

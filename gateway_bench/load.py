@@ -1,6 +1,6 @@
 """The bench's load generator: a process of its own, driven by JSON lines on stdin.
 
-    python -m gateway.bench.load      # one job a line in, one result a line out
+    python -m gateway_bench.load      # one job a line in, one result a line out
 
 Jobs (`op`): `run` a closed loop of `concurrency` keep-alive connections, each sending the next
 request as soon as its answer ended, for `duration` seconds (and at least `min_requests`) or
@@ -9,11 +9,11 @@ request as soon as its answer ended, for `duration` seconds (and at least `min_r
 
 It is written for cheapness, since on a two-core machine it competes with the gateway it
 measures, and at concurrency 1 its own cost is part of every latency: uvloop, and the raw
-protocol client of `gateway.bench.client`. Per request it keeps the latency (request written to
+protocol client of `gateway_bench.client`. Per request it keeps the latency (request written to
 the answer's last byte), the time to first byte (the first byte of the body), the status and,
 for a stream, whether its terminator arrived (`[DONE]`, `message_stop`, `response.completed`,
 ...). During a run it reads the CPU time and RSS of the process trees it is told to `watch`
-(`gateway.bench.procstat`): CPU at the window's two ends, RSS every 100 ms. Those are plain
+(`gateway_bench.procstat`): CPU at the window's two ends, RSS every 100 ms. Those are plain
 synchronous reads inside the loop, on purpose: /proc is generated in memory, a read takes
 microseconds and never waits on a disk.
 """
@@ -32,10 +32,10 @@ from typing import Any, Final
 import orjson
 
 from gateway import event_loop
-from gateway.bench import stats
-from gateway.bench.client import Connection, Request, RequestFailed, connect
-from gateway.bench.procstat import ProcessTree
 from gateway.listen import raise_open_files_limit
+from gateway_bench import stats
+from gateway_bench.client import Connection, Request, RequestFailed, connect
+from gateway_bench.procstat import ProcessTree
 
 SETTLE_S: Final = 0.05  # quiet before and after a window: in-flight background work lands
 RSS_EVERY_S: Final = 0.1

@@ -1,5 +1,5 @@
 """The gateway configuration the bench runs with: one provider per upstream wire, all pointed at
-the fake upstream, and a route per format prefix (`gateway.bench.plan.FORMATS`).
+the fake upstream, and a route per format prefix (`gateway_bench.plan.FORMATS`).
 
 Model names are passed upstream unchanged (no `upstream_model`), so the scenario tokens in them
 (`-c200`, `-p1`, `-hold`) reach the fake upstream. The audit trail is on, in SQLite beside the
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from gateway.bench.plan import FORMATS, HOLD
+from gateway_bench.plan import FORMATS, HOLD
 
 # kind, base URL path on the upstream, extra keys
 PROVIDERS: Final[Mapping[str, tuple[str, str, str]]] = {

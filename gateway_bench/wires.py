@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import quote, unquote
 
-from gateway.bench import answers, answers_cloud, bodies
-from gateway.bench.eventstream import event_type_marker
-from gateway.bench.scenario import Scenario
+from gateway_bench import answers, answers_cloud, bodies
+from gateway_bench.eventstream import event_type_marker
+from gateway_bench.scenario import Scenario
 
 SSE: Final = "text/event-stream"
 JSON: Final = "application/json"

@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway.bench import stats
-from gateway.bench.plan import FORMATS
-from gateway.bench.run import Bench, Load, rotated
-from gateway.bench.scenario import Scenario
-from gateway.bench.targets import Target
+from gateway_bench import stats
+from gateway_bench.plan import FORMATS
+from gateway_bench.run import Bench, Load, rotated
+from gateway_bench.scenario import Scenario
+from gateway_bench.targets import Target
 
 LINEAR_FACTOR: Final = 1.3
 LINEAR_SLACK_US: Final = 0.5

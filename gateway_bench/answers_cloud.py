@@ -2,7 +2,7 @@
 
 Gemini streams SSE frames each holding a whole GenerateContentResponse, with no terminator: the
 last one carries the finishReason. Bedrock's ConverseStream is AWS's binary event stream (our
-own encoder, `gateway.bench.eventstream`): messageStart, the text deltas, contentBlockStop,
+own encoder, `gateway_bench.eventstream`): messageStart, the text deltas, contentBlockStop,
 messageStop and the usage in a last `metadata` event.
 """
 
@@ -12,9 +12,9 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.bench.answers import INPUT_TOKENS
-from gateway.bench.eventstream import event_message
-from gateway.bench.scenario import Scenario, words
+from gateway_bench.answers import INPUT_TOKENS
+from gateway_bench.eventstream import event_message
+from gateway_bench.scenario import Scenario, words
 
 GEMINI_VERSION: Final = "gemini-bench"
 

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from gateway.bench.plan import FORMATS, MODES
+from gateway_bench.plan import FORMATS, MODES
 
 MISSING_EXTRA: Final = (
     "--plot needs matplotlib, which is not installed: pip install 'llm-gateway[bench]'"

@@ -22,14 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway.bench.children import LoadGenerator
-from gateway.bench.gateway_log import GatewayLog
-from gateway.bench.plan import HOLD, Cell, Format, Plan
-from gateway.bench.procstat import ProcessTree
-from gateway.bench.progress import Reporter
-from gateway.bench.scenario import Scenario
-from gateway.bench.targets import Target
-from gateway.bench.wires import WIRES
+from gateway_bench.children import LoadGenerator
+from gateway_bench.gateway_log import GatewayLog
+from gateway_bench.plan import HOLD, Cell, Format, Plan
+from gateway_bench.procstat import ProcessTree
+from gateway_bench.progress import Reporter
+from gateway_bench.scenario import Scenario
+from gateway_bench.targets import Target
+from gateway_bench.wires import WIRES
 
 SETTLE_S: Final = 0.3  # before reading a held-stream RSS: allocations and the audit queue land
 

@@ -23,16 +23,16 @@ from typing import Any
 
 from rich.console import Console
 
-from gateway.bench import gateway_config, goals, growth
-from gateway.bench.children import Children, free_port
-from gateway.bench.gateway_log import GatewayLog
-from gateway.bench.plan import Plan
-from gateway.bench.procstat import listening_pids
-from gateway.bench.progress import Reporter
-from gateway.bench.run import Bench
-from gateway.bench.summary import summarize
-from gateway.bench.targets import Target, split_url
 from gateway.listen import raise_open_files_limit
+from gateway_bench import gateway_config, goals, growth
+from gateway_bench.children import Children, free_port
+from gateway_bench.gateway_log import GatewayLog
+from gateway_bench.plan import Plan
+from gateway_bench.procstat import listening_pids
+from gateway_bench.progress import Reporter
+from gateway_bench.run import Bench
+from gateway_bench.summary import summarize
+from gateway_bench.targets import Target, split_url
 
 
 def compare_key(args: argparse.Namespace) -> str | None:

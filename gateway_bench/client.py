@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import httptools
 
-from gateway.bench.wires import WIRES
+from gateway_bench.wires import WIRES
 
 Outcome = tuple[int, float, float, bool]  # status, time to first byte, latency, ended
 

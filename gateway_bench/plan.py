@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Final
 
-from gateway.bench.scenario import DEFAULT_CHUNKS, Scenario
+from gateway_bench.scenario import DEFAULT_CHUNKS, Scenario
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.bench.scenario import Scenario, words
+from gateway_bench.scenario import Scenario, words
 
 CREATED: Final = 1_700_000_000
 INPUT_TOKENS: Final = 12

@@ -176,7 +176,7 @@ class Children:
         return child
 
     def upstream(self, port: int = 0, host: str = "127.0.0.1") -> Child:
-        argv = [sys.executable, "-m", "gateway.bench.upstream", "--host", host]
+        argv = [sys.executable, "-m", "gateway_bench.upstream", "--host", host]
         child = self._spawn(
             "the fake upstream",
             [*argv, "--port", str(port)],
@@ -190,7 +190,7 @@ class Children:
     def load_generator(self) -> LoadGenerator:
         child = self._spawn(
             "the load generator",
-            [sys.executable, "-m", "gateway.bench.load"],
+            [sys.executable, "-m", "gateway_bench.load"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )

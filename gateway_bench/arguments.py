@@ -1,5 +1,5 @@
 """`gateway bench`'s arguments: what `gateway.cli` imports for every command (the measuring
-itself, `gateway.bench.command`, is imported only when `gateway bench` runs).
+itself, `gateway_bench.command`, is imported only when `gateway bench` runs).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any, Final
 
-from gateway.bench.plan import FORMATS, MODES
+from gateway_bench.plan import FORMATS, MODES
 
 DESCRIPTION: Final = """\
 Measure what the gateway costs. gateway bench starts a zero-latency fake upstream that speaks
@@ -79,10 +79,10 @@ def positive(kind: type[float] | type[int]) -> Any:
     return parse
 
 
-def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_bench_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser:
     bench: argparse.ArgumentParser = subparsers.add_parser(
         "bench",
-        help="measure the gateway's cost against a built-in fake upstream (and other gateways)",
+        help=help_line,
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

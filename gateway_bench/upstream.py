@@ -1,6 +1,6 @@
 """The bench's fake upstream: every wire the gateway speaks, with zero added latency.
 
-    python -m gateway.bench.upstream --port 18080     # prints "listening on http://..." when ready
+    python -m gateway_bench.upstream --port 18080     # prints "listening on http://..." when ready
 
 It runs in a process of its own on uvloop, as a raw `asyncio.Protocol` with httptools parsing
 HTTP/1.1 (keep-alive, content-length or chunked framing), because on a two-core machine it
@@ -9,7 +9,7 @@ So it reads only what chooses the answer (the path; `model` and `stream` from th
 where the path does not say them), and answers with bytes rendered once per (wire, model,
 stream) and kept: status line, headers and body, chunk-encoded for streams.
 
-The model name picks the scenario (`gateway.bench.scenario`): chunk count, a burst (the whole
+The model name picks the scenario (`gateway_bench.scenario`): chunk count, a burst (the whole
 stream in one write, so a reader gets many events per read) or paced writes (one event per
 write, `-p<ms>` apart, so a reader gets one event per read), or a held stream (its first event,
 then nothing until the client leaves). `GET /_bench/stats` answers the requests served per wire.
@@ -30,10 +30,10 @@ import httptools
 import orjson
 
 from gateway import event_loop
-from gateway.bench.scenario import Scenario
-from gateway.bench.targets import require_loopback_host
-from gateway.bench.wires import JSON, Wire, wire_of_path
 from gateway.listen import raise_open_files_limit
+from gateway_bench.scenario import Scenario
+from gateway_bench.targets import require_loopback_host
+from gateway_bench.wires import JSON, Wire, wire_of_path
 
 MAX_ANSWERS: Final = 1024  # distinct (wire, model, stream) kept; more start the cache afresh
 STATS_PATH: Final = "/_bench/stats"
@@ -228,7 +228,7 @@ async def serve(host: str, port: int, announce: bool = True) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m gateway.bench.upstream",
+        prog="python -m gateway_bench.upstream",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -23,7 +23,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from gateway.bench.plan import FORMATS, MODES
+from gateway_bench.plan import FORMATS, MODES
 
 MISSING: Final = "-"
 

@@ -1,11 +1,24 @@
-"""What a loop run returns: a completion reason to switch on, the answer, and the record.
+"""The loop's conversation and what a run returns, in one module because they nest: a
+`ToolResult` carries the `LoopResult` of the sub-agent its call ran, and a `LoopResult` carries
+the conversation's messages.
 
-result = await loop.run("Weather in Paris?")
-match result.reason:
-    case CompletionReason.COMPLETED | CompletionReason.TRUNCATED:
-        print(result.text)
-    case CompletionReason.RUNAWAY:
-        print("fault:", result.error)
+A history is a sequence of `Message`, independent of wire format: the client codecs turn it into
+OpenAI Chat messages or Anthropic Messages content blocks.
+
+    history = [
+        UserMessage("Weather in Paris?"),
+        AssistantMessage("", (ToolCall.from_json("call_1", "get_weather", '{"city": "Paris"}'),)),
+        ToolResult("call_1", "get_weather", "Sunny, 21 °C"),
+    ]
+
+A run returns a completion reason to switch on, the answer, and the record:
+
+    result = await loop.run("Weather in Paris?")
+    match result.reason:
+        case CompletionReason.COMPLETED | CompletionReason.TRUNCATED:
+            print(result.text)
+        case CompletionReason.RUNAWAY:
+            print("fault:", result.error)
 """
 
 from __future__ import annotations
@@ -14,8 +27,40 @@ import enum
 from dataclasses import dataclass
 
 from gateway.loop.errors import LoopError, RunawayError
-from gateway.loop.messages import Message, ToolResult
-from gateway.loop.turn import TokenCounts, Turn
+from gateway.loop.turn import TokenCounts, ToolCall, Turn
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The answer to one tool call. `is_error` results tell the model the call failed.
+    `subagent` is the typed result of the sub-agent the call ran (never sent to the model; its
+    report says SUCCESS or FAILURE itself, so it is not an error result)."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    subagent: LoopResult | None = None
+
+    @property
+    def failed(self) -> bool:
+        """An error result, or the report of a sub-agent that failed: a failed call for the
+        stalled-iteration guard either way."""
+        return self.is_error or (self.subagent is not None and not self.subagent.ok)
+
+
+Message = UserMessage | AssistantMessage | ToolResult
 
 
 class CompletionReason(enum.StrEnum):

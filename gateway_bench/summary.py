@@ -1,5 +1,5 @@
 """From the raw runs of the matrix to one summary per cell: medians over repetitions, and the
-comparisons taken within each repetition (`gateway.bench.stats`).
+comparisons taken within each repetition (`gateway_bench.stats`).
 
 Per cell and target: requests/s, p50 and p99 latency, time to first byte, CPU per request
 (the target's process tree, from /proc; for `direct`, the fake upstream's), peak RSS, errors.
@@ -18,8 +18,8 @@ import collections
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from gateway.bench import stats
-from gateway.bench.plan import Cell, Plan
+from gateway_bench import stats
+from gateway_bench.plan import Cell, Plan
 
 Record = Mapping[str, Any]
 

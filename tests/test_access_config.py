@@ -116,13 +116,17 @@ def test_limits_and_state():
 # --- the startup report -------------------------------------------------------------------------
 
 
+# A key that looks real: a placeholder ("k", "unused") gets a warning of its own.
+UP_ENV = {"UP_KEY": "sk-proj-4fJ8kQ2mZ7xW1vB9nR5tY3hL6pD0sGcE"}
+
+
 def texts(lines: list[Line], level: str) -> list[str]:
     return [line.text for line in lines if line.level == level]
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost"])
 def test_without_keys_on_loopback_the_report_says_only_loopback_clients(host):
-    lines = startup_report(settings({"UP_KEY": "k"}), SOURCE, {"UP_KEY": "k"}, STORE, host=host)
+    lines = startup_report(settings(UP_ENV), SOURCE, UP_ENV, STORE, host=host)
 
     assert (
         f"no gateway keys: only loopback clients can reach it (host {host}), and every one "
@@ -133,7 +137,7 @@ def test_without_keys_on_loopback_the_report_says_only_loopback_clients(host):
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "gateway.internal"])
 def test_without_keys_beyond_loopback_the_report_warns(host):
-    lines = startup_report(settings({"UP_KEY": "k"}), SOURCE, {"UP_KEY": "k"}, STORE, host=host)
+    lines = startup_report(settings(UP_ENV), SOURCE, UP_ENV, STORE, host=host)
 
     (warning,) = texts(lines, "warning")
     assert warning.startswith(f"no gateway keys and host {host} is not loopback: anyone")

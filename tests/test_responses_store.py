@@ -64,13 +64,17 @@ def test_a_chain_over_three_turns_sends_the_whole_history(
     client = openai_client(stack)
     call_id = "call_w" if wire == "openai" else "toolu_w"
 
+    parents: list[Any] = []  # the previous_response_id of every Response object the client saw
+
     def create(answer: Answer, **kwargs: Any) -> Any:
         model = turn(upstream, unique_model, wire, answer, stream)
         if not stream:
-            return model, client.responses.create(model=model, **kwargs)
+            created = client.responses.create(model=model, **kwargs)
+            parents.append({created.previous_response_id})
+            return model, created
         with client.responses.stream(model=model, **kwargs) as events:
-            for _ in events:
-                pass
+            seen = {e.response.previous_response_id for e in events if hasattr(e, "response")}
+            parents.append(seen)
             return model, events.get_final_response()
 
     _, first = create(Answer(text="Hello Ada."), input="My name is Ada.", instructions="Be terse.")
@@ -83,6 +87,9 @@ def test_a_chain_over_three_turns_sends_the_whole_history(
     model, third = create(Answer(text="Rain, Ada."), input=output, previous_response_id=second.id)
 
     assert third.output_text == "Rain, Ada."
+    # Echoed as OpenAI does, on every Response object of a stream too (created, completed, ...)
+    assert parents == [{None}, {first.id}, {second.id}]
+    assert third.previous_response_id == second.id
     assert history(upstream, model, wire) == [
         ("user", "My name is Ada."),
         ("assistant", "Hello Ada."),

@@ -154,7 +154,11 @@ class ResponsesBody(RequestBody):
         return "resp_" + secrets.token_hex(16)
 
     def echo(self, obj: dict[str, Any]) -> dict[str, Any]:
-        return {key: obj.get(key, RESPONSES_ECHO_DEFAULTS[key]) for key in RESPONSES_ECHO}
+        echoed = {key: obj.get(key, RESPONSES_ECHO_DEFAULTS[key]) for key in RESPONSES_ECHO}
+        # The request's own: `obj` is the body sent upstream, which a chained request reaches
+        # without it (its history inlined instead: gateway.handlers.chaining).
+        echoed["previous_response_id"] = self.previous_response_id
+        return echoed
 
     @property
     def wants_encrypted_reasoning(self) -> bool:

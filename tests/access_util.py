@@ -22,7 +22,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import Stack, stack_settings
+from tests.conftest import Stack, skip_without, stack_settings
 
 REDIS_ENV = "GATEWAY_TEST_REDIS_URL"
 USER = [{"role": "user", "content": "hi"}]
@@ -40,7 +40,7 @@ def redis_url() -> str:
         return url
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true but {REDIS_ENV} is not set: .ci/run must `source .ci/redis.sh`")
-    pytest.skip(f"{REDIS_ENV} not set: Redis shared-state tests skipped (source .ci/redis.sh)")
+    skip_without("redis", f"{REDIS_ENV} is not set")
 
 
 def new_key(label: str) -> str:

@@ -26,6 +26,7 @@ from gateway.audit.postgres_store import PostgresStore
 from gateway.audit.record import AuditRecord
 from gateway.audit.sqlite_store import SQLiteStore
 from gateway.audit.store import AuditStore
+from tests.conftest import skip_without
 
 PG_ENV = "GATEWAY_TEST_POSTGRES_URL"
 BACKENDS = ("sqlite", "postgresql")
@@ -39,7 +40,7 @@ def postgres_url() -> str:
         return url
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true but {PG_ENV} is not set: .ci/run must `source .ci/postgres.sh`")
-    pytest.skip(f"{PG_ENV} not set: PostgreSQL store tests skipped (source .ci/postgres.sh)")
+    skip_without("postgres", f"{PG_ENV} is not set")
 
 
 def with_search_path(url: str, schema: str) -> str:

@@ -11,7 +11,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NoReturn
 
 import anthropic
 import openai
@@ -51,6 +51,40 @@ def no_blocking_calls() -> Iterator[BlockBuster]:
         for function in detector.functions.values():
             function.can_block_in("asyncpg/connect_utils.py", "_parse_connect_dsn_and_args")
         yield detector
+
+
+# What a test skipped for want of a server or program needs, and how to get it: .ci/run gets each
+# (as root, on Debian), so a skip says how to do what it does.
+NEEDS: dict[str, tuple[str, str]] = {
+    "postgres": (
+        "PostgreSQL",
+        "run `source .ci/postgres.sh` as root (Debian), as .ci/run does, or set "
+        "GATEWAY_TEST_POSTGRES_URL",
+    ),
+    "redis": (
+        "Redis",
+        "run `source .ci/redis.sh` as root (Debian), as .ci/run does, or set "
+        "GATEWAY_TEST_REDIS_URL",
+    ),
+    "chromium": (
+        "Chromium",
+        "run `apt-get install chromium` as root (Debian), as .ci/run does, or set "
+        "GATEWAY_TEST_CHROMIUM to its path",
+    ),
+    "codex": (
+        "Codex CLI",
+        "run `npm install --prefix .ci/node @openai/codex@0.171.0`, as .ci/run does, or set "
+        "CODEX_BIN to its path",
+    ),
+}
+
+
+Need = Literal["postgres", "redis", "chromium", "codex"]
+
+
+def skip_without(need: Need, detail: str = "") -> NoReturn:
+    what, how = NEEDS[need]
+    pytest.skip(f"needs {what}{f' ({detail})' if detail else ''}: {how}")
 
 
 def free_port() -> int:

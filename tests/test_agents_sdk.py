@@ -5,8 +5,8 @@ tracing off (it would export to api.openai.com): a two-turn tool loop completes 
 wires, streamed and not; Anthropic thinking survives the SDK's replay of reasoning items
 (RESPONSES.md §7.3); an answer cut at max tokens makes the SDK fail visibly (`ModelBehaviorError`
 naming `incomplete` / `max_output_tokens`) without running the half-written call (§5). The
-README's Agents SDK example runs as written against the built-in mock provider. Skipped when the
-SDK is not installed (it is in the `test` extras), except under CI.
+Agents SDK example of docs/clients.md runs as written against the built-in mock provider. Skipped
+when the SDK is not installed (it is in the `test` extras), except under CI.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ async def test_a_cut_answer_fails_visibly_and_its_call_never_runs(loop_stack, wi
 
 
 def readme_agents_example() -> str:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parent.parent / "docs" / "clients.md").read_text(encoding="utf-8")
     blocks = [block.split("```", 1)[0] for block in readme.split("```python\n")[1:]]
     (example,) = [block for block in blocks if "from agents import" in block]
     return example

@@ -418,7 +418,7 @@ def test_two_parallel_tool_calls_after_text(bstack, client, stream):
 # --- every native stop reason -----------------------------------------------------------------
 
 # native -> (normalized, OpenAI finish_reason, Anthropic stop_reason, Responses status/reason,
-# truncated); the README's rows (its table of every native stop reason).
+# truncated); docs/stop-reasons.md's rows (its table of every native stop reason).
 STOP_ROWS: dict[str, tuple[str, str, str, tuple[str, str | None], bool]] = {
     "end_turn": ("stop", "stop", "end_turn", ("completed", None), False),
     "tool_use": ("tool_calls", "tool_calls", "tool_use", ("completed", None), False),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import skip_without
 from tests.loop_upstream import LoopStack, Say
 
 WIRES = ("openai", "anthropic")
@@ -29,7 +30,7 @@ def codex_binary() -> str:
         return found
     if os.environ.get("CI") == "true":
         pytest.fail("Codex CLI is not installed: .ci/run must install @openai/codex")
-    pytest.skip("Codex CLI not installed (npm install @openai/codex, or set CODEX_BIN)")
+    skip_without("codex", "not on the PATH, in .ci/node or at $CODEX_BIN")
 
 
 @pytest.fixture

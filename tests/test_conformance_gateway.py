@@ -27,7 +27,7 @@ from tests.test_shutdown import GATEWAY, GatewayProcess, clean_env
 
 LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
 # Same-format exchanges whose unknown stop value this gateway rewrites to the plain stop
-# (README "Stop reasons as the client sees them": UNKNOWN -> stop / end_turn), where DESIGN.md
+# (docs/stop-reasons.md, "As the client sees them": UNKNOWN -> stop / end_turn), where DESIGN.md
 # §4 says an unknown enum value passes through; the native value is kept only in
 # `native_finish_reason` / `gateway.native_stop_reason`.
 # Cases this gateway is known to get wrong, by id, with the defect (none at present).

@@ -29,6 +29,7 @@ from gateway.audit.command import run_audit
 from gateway.audit.sqlite_store import SQLiteStore
 from gateway.settings import parse_settings
 from tests.access_util import key_table, new_key, wait_for
+from tests.conftest import skip_without
 from tests.served import LoopServers
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -59,7 +60,7 @@ def chromium() -> str:
         return CHROMIUM
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true but no Chromium at {CHROMIUM}: .ci/run installs Debian's chromium")
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    skip_without("chromium", f"none at {CHROMIUM}")
 
 
 class DashboardStack(LoopServers):

@@ -1,5 +1,5 @@
-"""The README's agent example, run as written against the `mock` provider through a gateway,
-and the `mock-agent` scenario it relies on."""
+"""The agent example of docs/agent-loop.md, run as written against the `mock` provider through a
+gateway, and the `mock-agent` scenario it relies on."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 from providers.base import ProviderRequest
 from providers.mock import MockProvider
 
-# The README's example, verbatim; the test only points it at the test gateway's port.
+# docs/agent-loop.md's example, verbatim (tests/test_docs_snippets.py checks the page holds it);
+# the test only points it at the test gateway's port.
 EXAMPLE = """\
 import asyncio
 from typing import Any
@@ -117,15 +118,16 @@ async def test_mock_agent_quotes_the_first_line_of_a_tool_result(content):
 
 
 def readme_block(after_heading: str, lang: str, nth: int = 0) -> str:
-    """The `nth` fenced block in language `lang` of the README section under `after_heading`."""
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    """The `nth` fenced block in language `lang` of docs/agent-loop.md's section under
+    `after_heading`."""
+    readme = (Path(__file__).parent.parent / "docs" / "agent-loop.md").read_text(encoding="utf-8")
     section = readme.split(f"\n{after_heading}\n", 1)[1].split("\n## ", 1)[0]
     return section.split(f"```{lang}\n")[nth + 1].split("```", 1)[0]
 
 
 def test_the_readme_subagent_example_prints_what_the_readme_says(stack, capsys):
-    example = readme_block("### Sub-agents", "python")
-    printed = readme_block("### Sub-agents", "text", nth=1)
+    example = readme_block("## Sub-agents", "python")
+    printed = readme_block("## Sub-agents", "text", nth=1)
     assert "subagent_tool(" in example and len(example.splitlines()) <= 40
 
     out = run_example(example.replace("http://127.0.0.1:8080", stack.urls["withhold"]), capsys)

@@ -1,9 +1,9 @@
-"""The README's stop-reason table, walked: one row per native value of every wire, each row
-driven through the gateway.
+"""docs/stop-reasons.md's stop-reason table, walked: one row per native value of every wire, each
+row driven through the gateway.
 
 Three checks keep the table honest:
 - every native value of every wire's table (gateway.formats.stop_reasons via the wire registry)
-  has exactly one README row, with the same normalized reason, and no row names a value the
+  has exactly one row on the page, with the same normalized reason, and no row names a value the
   table lacks;
 - every wire of the registry appears in the table;
 - each row is an exchange: a loopback upstream of that wire answers with the row's native value,
@@ -34,9 +34,9 @@ from gateway.settings import parse_settings
 from tests.served import LoopServers
 from tests.test_endpoints import request
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-SECTION = "### Every native stop reason"
-# The README's name of each wire -> the registry's.
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "stop-reasons.md"
+SECTION = "## Every native stop reason"
+# The page's name of each wire -> the registry's.
 WIRE_NAMES = {
     "OpenAI Chat": "openai",
     "Anthropic": "anthropic",
@@ -68,7 +68,7 @@ def _code(cell: str) -> str:
 
 
 def readme_rows() -> list[Row]:
-    text = README.read_text()
+    text = PAGE.read_text()
     start = text.index(SECTION)
     rows = []
     for line in text[start:].splitlines()[1:]:
@@ -98,16 +98,16 @@ def test_every_native_value_of_every_wire_has_one_row():
     seen: dict[tuple[str, str], Row] = {}
     for row in ROWS:
         key = (row.wire, row.native)
-        assert key not in seen, f"two README rows for {row.id}"
+        assert key not in seen, f"two rows in docs/stop-reasons.md for {row.id}"
         seen[key] = row
     for wire in WIRES.values():
         for native, reason in wire.stop_reasons.items():
             row = seen.get((wire.name, native))
-            assert row is not None, f"README has no row for {wire.name} {native!r}"
+            assert row is not None, f"docs/stop-reasons.md has no row for {wire.name} {native!r}"
             assert row.normalized == reason.name, row.id
     known = {(w.name, n) for w in WIRES.values() for n in w.stop_reasons}
     extra = [row.id for row in ROWS if (row.wire, row.native) not in known]
-    assert not extra, f"README rows for values no table has: {extra}"
+    assert not extra, f"docs/stop-reasons.md rows for values no table has: {extra}"
 
 
 def test_every_wire_is_in_the_table():

@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-import gateway.audit.store as store_module
+import gateway.audit.opening as store_module
 from gateway.audit.command import add_audit_parser, main_audit, redact_url, run_audit
 from gateway.audit.record import NO_PROVIDER, NO_STOP_REASON, AuditRecord
 from gateway.audit.render import (

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from gateway.cli import main, parse_args
+from gateway.settings import load_settings
 from gateway_bench import plot, report
 from gateway_bench.command import plan_of
 from gateway_bench.plan import FORMATS
-from gateway.cli import main, parse_args
-from gateway.settings import load_settings
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

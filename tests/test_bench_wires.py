@@ -24,16 +24,16 @@ from aiohttp.test_utils import TestClient, TestServer
 from botocore.session import get_session
 
 from gateway.app import build_app
+from gateway.events import StopReason
+from gateway.formats.registry import wire_for
+from gateway.normalize.aggregate import AggregatedResponse, ChunkAggregator
+from gateway.settings import parse_settings
 from gateway_bench.children import Child, Children
 from gateway_bench.gateway_config import BEDROCK_ENV, render
 from gateway_bench.plan import FORMATS
 from gateway_bench.scenario import Scenario, words
 from gateway_bench.upstream import prepare
 from gateway_bench.wires import WIRES
-from gateway.events import StopReason
-from gateway.formats.registry import wire_for
-from gateway.normalize.aggregate import AggregatedResponse, ChunkAggregator
-from gateway.settings import parse_settings
 
 TEXT = "".join(words(5))  # "Hello w1 w2 w3 w4"
 

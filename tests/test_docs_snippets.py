@@ -229,7 +229,9 @@ def parses(argv: list[str]) -> str | None:
 
 @pytest.mark.parametrize("block", of_kind("sh", "bash"))
 def test_gateway_commands_in_shell_blocks_parse(block: Block):
-    failures = {shlex.join(argv): said for argv in gateway_commands(block) if (said := parses(argv))}
+    failures = {
+        shlex.join(argv): said for argv in gateway_commands(block) if (said := parses(argv))
+    }
     assert not failures, failures
 
 

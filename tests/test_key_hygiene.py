@@ -119,7 +119,9 @@ def test_a_placeholder_key_is_warned_about_by_variable_and_provider(value):
 
 def test_real_looking_keys_and_local_upstreams_are_not_warned_about():
     env = {"OPENAI_API_KEY": REAL_LOOKING, "ANTHROPIC_API_KEY": REAL_LOOKING}
-    assert "placeholder" not in rendered(startup_report(default_settings(env), BUILT_IN, env, STORE))
+    assert "placeholder" not in rendered(
+        startup_report(default_settings(env), BUILT_IN, env, STORE)
+    )
     local = parse_settings(config("LOCAL_KEY", base_url="http://127.0.0.1:8000/v1"), env={})
     lines = startup_report(local, BUILT_IN, {"LOCAL_KEY": "unused"}, STORE)
     assert "placeholder" not in rendered(lines)

@@ -31,7 +31,8 @@ from gateway.edge import HTTP_LIMITS, LEAN_POSTS, HttpLimits
 from gateway.error_reply import error_response
 from gateway.errors import GatewayError, NotFound, UpgradeRequired
 from gateway.handlers import count_tokens, embeddings, meta
-from gateway.handlers.exchange import Endpoint, Gateway, serve
+from gateway.handlers.exchange import serve
+from gateway.handlers.exchange_state import Endpoint, Gateway
 from gateway.handlers.stored import stored_response_handlers
 from gateway.metrics import GatewayMetrics
 from gateway.observer import ExchangeObserver

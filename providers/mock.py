@@ -17,7 +17,6 @@ first message in each of them (a sub-agent tool gets the question as its `task`)
 from __future__ import annotations
 
 import asyncio
-import base64
 import secrets
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,8 +26,13 @@ import orjson
 
 from providers.base import NO_OWN_STOP_REASONS, Operation, ProviderRequest
 from providers.http_pool import PoolStats
-
-Event = dict[str, Any]
+from providers.mock_events import (
+    Event,
+    count_tokens,
+    text_block,
+    thinking_block,
+    tool_block,
+)
 
 _HELLO = (
     "Hello! This is the offline mock provider of the LLM gateway. No model was called: this "
@@ -116,53 +120,6 @@ def _last_tool_result(messages: Any) -> str | None:
     return None
 
 
-def _pieces(text: str, words: int = 3) -> list[str]:
-    """Split text into deltas of a few words, spaces kept, so that "".join() gives it back."""
-    if not text:
-        return []
-    parts = text.split(" ")
-    groups = [" ".join(parts[i : i + words]) for i in range(0, len(parts), words)]
-    return [group + " " for group in groups[:-1]] + groups[-1:]
-
-
-# --- building blocks -------------------------------------------------------------------------
-
-
-def _block(index: int, start: Event, deltas: list[Event], *, close: bool = True) -> list[Event]:
-    events: list[Event] = [{"type": "content_block_start", "index": index, "content_block": start}]
-    events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
-    if close:
-        events.append({"type": "content_block_stop", "index": index})
-    return events
-
-
-def _text(index: int, text: str, *, close: bool = True) -> list[Event]:
-    deltas = [{"type": "text_delta", "text": p} for p in _pieces(text)]
-    return _block(index, {"type": "text", "text": ""}, deltas, close=close)
-
-
-def _tool(index: int, name: str, json_pieces: list[str], *, close: bool = True) -> list[Event]:
-    start = {"type": "tool_use", "id": f"toolu_mock_{secrets.token_hex(12)}", "name": name}
-    deltas = [{"type": "input_json_delta", "partial_json": p} for p in json_pieces]
-    return _block(index, {**start, "input": {}}, deltas, close=close)
-
-
-def _thinking(index: int, text: str) -> list[Event]:
-    signature = base64.b64encode(secrets.token_bytes(48)).decode()
-    deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(text)]
-    deltas.append({"type": "signature_delta", "signature": signature})
-    return _block(index, {"type": "thinking", "thinking": "", "signature": ""}, deltas)
-
-
-def _count_tokens(blocks: list[Event]) -> int:
-    """About four characters a token, as real tokenizers give on English text."""
-    deltas = [e["delta"] for e in blocks if e["type"] == "content_block_delta"]
-    text = "".join(
-        d.get("text") or d.get("thinking") or d.get("partial_json") or "" for d in deltas
-    )
-    return max(1, len(text) // 4)
-
-
 def _message(
     ask: _Ask,
     blocks: list[Event],
@@ -186,7 +143,7 @@ def _message(
     delta: Event = {"stop_reason": stop_reason, "stop_sequence": stop_sequence}
     if stop_details is not None:
         delta["stop_details"] = stop_details
-    usage = {"output_tokens": output_tokens or _count_tokens(blocks)}
+    usage = {"output_tokens": output_tokens or count_tokens(blocks)}
     return [
         {"type": "message_start", "message": message},
         {"type": "ping"},
@@ -206,52 +163,57 @@ def _tool_name(ask: _Ask, position: int) -> str:
 
 
 def _s_text(ask: _Ask) -> list[Event]:
-    return _message(ask, _text(0, _HELLO), "end_turn")
+    return _message(ask, text_block(0, _HELLO), "end_turn")
 
 
 def _s_tool(ask: _Ask) -> list[Event]:
-    return _message(ask, _tool(0, _tool_name(ask, 0), _PARIS), "tool_use")
+    return _message(ask, tool_block(0, _tool_name(ask, 0), _PARIS), "tool_use")
 
 
 def _s_parallel_tools(ask: _Ask) -> list[Event]:
-    blocks = [*_tool(0, _tool_name(ask, 0), _PARIS), *_tool(1, _tool_name(ask, 1), _TOKYO)]
+    blocks = [
+        *tool_block(0, _tool_name(ask, 0), _PARIS),
+        *tool_block(1, _tool_name(ask, 1), _TOKYO),
+    ]
     return _message(ask, blocks, "tool_use")
 
 
 def _s_tool_cut(ask: _Ask) -> list[Event]:
     """The budget ran out inside the tool input: the block is never closed (real fixture shape)."""
     cut = ["", '{"ci', 'ty": "Par']
-    text = _text(0, "Let me look up the weather.")
-    return _message(ask, [*text, *_tool(1, _tool_name(ask, 0), cut, close=False)], "max_tokens")
+    text = text_block(0, "Let me look up the weather.")
+    return _message(
+        ask, [*text, *tool_block(1, _tool_name(ask, 0), cut, close=False)], "max_tokens"
+    )
 
 
 def _s_length(ask: _Ask) -> list[Event]:
-    return _message(ask, _text(0, _LONG), "max_tokens", output_tokens=ask.max_tokens)
+    return _message(ask, text_block(0, _LONG), "max_tokens", output_tokens=ask.max_tokens)
 
 
 def _s_refusal(ask: _Ask) -> list[Event]:
-    return _message(ask, _text(0, ""), "refusal", stop_details=_REFUSAL)
+    return _message(ask, text_block(0, ""), "refusal", stop_details=_REFUSAL)
 
 
 def _s_no_terminator(ask: _Ask) -> list[Event]:
     """The connection just ends: no message_delta, no message_stop."""
-    return _message(ask, _text(0, _HELLO), "end_turn")[:-2]
+    return _message(ask, text_block(0, _HELLO), "end_turn")[:-2]
 
 
 def _s_stop_sequence(ask: _Ask) -> list[Event]:
     sequence = ask.stop_sequences[0] if ask.stop_sequences else "\n\nHuman:"
-    return _message(ask, _text(0, "One, two, three."), "stop_sequence", stop_sequence=sequence)
+    return _message(ask, text_block(0, "One, two, three."), "stop_sequence", stop_sequence=sequence)
 
 
 def _s_error_mid_stream(ask: _Ask) -> list[Event]:
     error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     head = _message(ask, [], "end_turn")[:2]
-    return [*head, *_text(0, "This answer will be interrupted by", close=False), error]
+    return [*head, *text_block(0, "This answer will be interrupted by", close=False), error]
 
 
 def _s_thinking(ask: _Ask) -> list[Event]:
     reasoning = "The user wants a short answer. A friendly greeting that names the mock is enough."
-    return _message(ask, [*_thinking(0, reasoning), *_text(1, _HELLO)], "end_turn")
+    return _message(ask, [*thinking_block(0, reasoning), *text_block(1, _HELLO)], "end_turn")
 
 
 def _agent_arguments(ask: _Ask) -> list[str]:
@@ -266,13 +228,13 @@ def _agent_arguments(ask: _Ask) -> list[str]:
 def _s_agent(ask: _Ask) -> list[Event]:
     """One step of a one-tool agent: call the first tool, then quote what it answered."""
     if ask.tool_result is None:
-        return _message(ask, _tool(0, _tool_name(ask, 0), _agent_arguments(ask)), "tool_use")
-    return _message(ask, _text(0, f'The tool answered: "{ask.tool_result}"'), "end_turn")
+        return _message(ask, tool_block(0, _tool_name(ask, 0), _agent_arguments(ask)), "tool_use")
+    return _message(ask, text_block(0, f'The tool answered: "{ask.tool_result}"'), "end_turn")
 
 
 def _ending(stop_reason: str) -> Callable[[_Ask], list[Event]]:
     def scenario(ask: _Ask) -> list[Event]:
-        return _message(ask, _text(0, f"This turn ends with {stop_reason}."), stop_reason)
+        return _message(ask, text_block(0, f"This turn ends with {stop_reason}."), stop_reason)
 
     return scenario
 

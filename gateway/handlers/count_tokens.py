@@ -22,7 +22,7 @@ from gateway.client_formats import ClientFormat
 from gateway.client_request import ClientRequest
 from gateway.errors import UpstreamProtocolError
 from gateway.formats.registry import UNREADABLE, wire_for
-from gateway.handlers.exchange import FORWARDED_HEADERS, Endpoint, Exchange, Gateway
+from gateway.handlers.exchange_state import FORWARDED_HEADERS, Endpoint, Exchange, Gateway
 from gateway.handlers.payload import upstream_payload
 from gateway.handlers.upstream_errors import whole_answer
 from gateway.handlers.validation import RequestBody

@@ -20,7 +20,7 @@ from gateway.cost import Tokens
 from gateway.errors import InvalidRequest, UpstreamProtocolError
 from gateway.formats.registry import UNREADABLE
 from gateway.formats.shape import count
-from gateway.handlers.exchange import FORWARDED_HEADERS, Endpoint, Exchange, Gateway
+from gateway.handlers.exchange_state import FORWARDED_HEADERS, Endpoint, Exchange, Gateway
 from gateway.handlers.upstream_errors import whole_answer
 from gateway.handlers.validation import RequestBody
 from gateway.settings import ResolvedTarget

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from aiohttp import web
 
-from gateway.access import AccessControl, forwarded_headers
+from gateway.access import forwarded_headers
 from gateway.agent_guard import identical_tool_call_streak
 from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat
@@ -43,8 +41,15 @@ from gateway.events import StreamError
 from gateway.formats.registry import wire_for
 from gateway.handlers.attempt import Attempt
 from gateway.handlers.attempt_log import admitted, note, note_answer
-from gateway.handlers.chaining import Chain, open_chain
+from gateway.handlers.chaining import open_chain
 from gateway.handlers.continuation import Continuations, note_attempts
+from gateway.handlers.exchange_state import (
+    FORWARDED_HEADERS,
+    AttemptRun,
+    Endpoint,
+    Exchange,
+    Gateway,
+)
 from gateway.handlers.payload import record_dropped, upstream_payload
 from gateway.handlers.recording import complete_record, record_cost
 from gateway.handlers.recovery import Recovery, splices_for
@@ -52,90 +57,12 @@ from gateway.handlers.streaming import stream_reply
 from gateway.handlers.upstream_errors import status_error
 from gateway.handlers.validation import RequestBody, parse_json, validate
 from gateway.handlers.whole import continue_whole, decode_whole, render_whole
-from gateway.observer import ExchangeObserver
 from gateway.request_body import read_body
 from gateway.request_ids import new_request_id
 from gateway.resilience.outcome import CLIENT_LEFT, Outcome, failed_outcome
-from gateway.resilience.plan import Resilience
 from gateway.resilience.retry import Retries
-from gateway.responses_store import OffStore, ResponseStore
-from gateway.settings import ResolvedRoute, ResolvedTarget, Settings
-from gateway.settings_price import PriceSettings
+from gateway.settings import ResolvedRoute, ResolvedTarget
 from providers.base import Provider, ProviderRequest
-
-FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "x-api-key", "authorization")
-
-
-class AttemptRun(Protocol):
-    """One try at one target: sends the request and answers the client, or raises a
-    GatewayError the attempts loop may retry elsewhere."""
-
-    async def __call__(
-        self,
-        exchange: Exchange,
-        gateway: Gateway,
-        request: ClientRequest,
-        provider: Provider,
-        target: ResolvedTarget,
-        body: RequestBody,
-        obj: dict[str, Any],
-        raw: bytes,
-    ) -> web.StreamResponse: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """An endpoint other than a format's own model answers (a token count, embeddings): the
-    body it takes and its attempt. It is routed, admitted, retried, failed over and recorded
-    like every exchange; it has no stop reason and is never cut."""
-
-    operation: str  # one of gateway.audit.record.OPERATIONS
-    name: str  # how error messages name the endpoint
-    body_model: type[RequestBody]
-    run: AttemptRun
-
-
-@dataclass(slots=True)
-class Gateway:
-    settings: Settings
-    providers: Mapping[str, Provider]
-    observer: ExchangeObserver
-    responses: ResponseStore = field(default_factory=OffStore)  # for previous_response_id
-    resilience: Resilience | None = None  # None: built from `settings`
-    closing: bool = False  # the server is shutting down: what it cancels now, it ended
-    access: AccessControl | None = None  # gateway keys and limits; None: neither configured
-    running: set[asyncio.Task[Any]] = field(default_factory=set)  # the exchanges' tasks
-    pricer: Pricer | None = None  # what exchanges cost; None: built from `settings`
-
-    def __post_init__(self) -> None:
-        if self.resilience is None:
-            self.resilience = Resilience(self.settings)
-        if self.pricer is None:
-            self.pricer = Pricer.for_settings(self.settings)
-
-    def stop_exchanges(self) -> None:
-        """The shutdown grace is over: every exchange still running is ended by the server."""
-        self.closing = True
-        for task in self.running:
-            task.cancel()
-
-
-@dataclass(slots=True)
-class Exchange:
-    """Request-level state: identity, the client's format, the record; its current attempt."""
-
-    id: str
-    client: ClientFormat
-    record: AuditRecord
-    request_body: dict[str, Any] | None = None  # kept only for content logging
-    attempt: Attempt | None = None
-    ended_by: str | None = None  # one of audit.record.ENDED_BY when it ended early
-    chain: Chain | None = None  # a Responses answer to keep, and the history it continued
-    price: PriceSettings | None = None  # the current attempt's target's negotiated price
-    pool_wait: float = 0.0  # seconds the current attempt waited for an upstream connection
-    route: ResolvedRoute | None = None  # set once routed
-    order: Sequence[ResolvedTarget] = ()  # the route's targets in this exchange's order
-    continuations: Continuations | None = None  # the current attempt's, when it may be continued
 
 
 async def serve(

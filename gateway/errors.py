@@ -162,7 +162,7 @@ class UpstreamStatusError(UpstreamError):
         super().__init__(message)
         self.status = status
         # What the error's body says beyond its message, fit for the audit record (never text):
-        # e.g. the categories of a filtered prompt (gateway.formats.registry.WireError.details).
+        # e.g. the categories of a filtered prompt (gateway.formats.wire_error.WireError.details).
         self.details = details
         self.error_type = error_type
         self.error_code = error_code

@@ -53,10 +53,10 @@ RESPONSES_NATIVE: Mapping[str, StopReason] = {
     "cancelled": S.ABORTED,
 }
 
-# Gemini's `finishReason` (google-genai 3.6.1 `FinishReason`, PROTOCOLS.md §e.1). `STOP` turns
-# TOOL_CALLS in the decoder when a functionCall was given (gateway.formats.gemini). A prompt
-# blocked before any candidate has no finish reason: its native value is
-# `blockReason:<promptFeedback.blockReason>`, CONTENT_FILTER whatever the reason.
+# Gemini's `finishReason` (google-genai 3.6.1 `FinishReason`, PROTOCOLS.md §e.1), each value
+# by its documented meaning. `STOP` turns TOOL_CALLS in the decoder when a functionCall was given
+# (gateway.formats.gemini). A prompt blocked before any candidate has no finish reason: its native
+# value is `blockReason:<promptFeedback.blockReason>`, CONTENT_FILTER whatever the reason.
 BLOCK_REASON_PREFIX = "blockReason:"
 GEMINI_BLOCK_REASONS = (
     "BLOCKED_REASON_UNSPECIFIED",
@@ -81,17 +81,20 @@ GEMINI_NATIVE: Mapping[str, StopReason] = {
     "IMAGE_RECITATION": S.CONTENT_FILTER,
     "MODEL_ARMOR": S.CONTENT_FILTER,
     "LANGUAGE": S.CONTENT_FILTER,
+    "ESCALATION": S.CONTENT_FILTER,  # "filtered by an escalation rule"
+    "PUP_LIMITED_DISABLED": S.CONTENT_FILTER,  # the account limited for Prohibited Use Policy
     "MALFORMED_FUNCTION_CALL": S.MALFORMED,
     "UNEXPECTED_TOOL_CALL": S.MALFORMED,
-    "TOO_MANY_TOOL_CALLS": S.MALFORMED,
     "MALFORMED_RESPONSE": S.MALFORMED,
     "MISSING_THOUGHT_SIGNATURE": S.MALFORMED,
-    "CONTINUATION": S.PAUSE,  # meaning not documented: low confidence
+    # "the server-side tool loop stopped before the model returned a final answer": Anthropic's
+    # pause_turn is that same limit of a server-side loop
+    "TOO_MANY_TOOL_CALLS": S.PAUSE,
+    # "reached the per-request token limit, but generation is not yet complete": a cut
+    "CONTINUATION": S.LENGTH,
     "OTHER": S.UNKNOWN,
     "IMAGE_OTHER": S.UNKNOWN,
     "NO_IMAGE": S.UNKNOWN,
-    "ESCALATION": S.UNKNOWN,
-    "PUP_LIMITED_DISABLED": S.UNKNOWN,
     "FINISH_REASON_UNSPECIFIED": S.UNKNOWN,
     **{BLOCK_REASON_PREFIX + reason: S.CONTENT_FILTER for reason in GEMINI_BLOCK_REASONS},
 }

@@ -398,7 +398,8 @@ def test_ids_are_stable_and_distinct():
     assert gemini_ids.mint("r", 0, None) != gemini_ids.mint("s", 0, None)
 
 
-# PROTOCOLS.md §e.1, written out again: the table must say exactly this.
+# PROTOCOLS.md §e.1, written out again, with google-genai 3.6.1's documented meanings of
+# CONTINUATION, ESCALATION, PUP_LIMITED_DISABLED and TOO_MANY_TOOL_CALLS: the table says this.
 S = StopReason
 SPEC = {
     "STOP": S.STOP,
@@ -415,6 +416,8 @@ SPEC = {
             "IMAGE_RECITATION",
             "MODEL_ARMOR",
             "LANGUAGE",
+            "ESCALATION",
+            "PUP_LIMITED_DISABLED",
         ],
         S.CONTENT_FILTER,
     ),
@@ -422,20 +425,18 @@ SPEC = {
         [
             "MALFORMED_FUNCTION_CALL",
             "UNEXPECTED_TOOL_CALL",
-            "TOO_MANY_TOOL_CALLS",
             "MALFORMED_RESPONSE",
             "MISSING_THOUGHT_SIGNATURE",
         ],
         S.MALFORMED,
     ),
-    "CONTINUATION": S.PAUSE,
+    "CONTINUATION": S.LENGTH,
+    "TOO_MANY_TOOL_CALLS": S.PAUSE,
     **dict.fromkeys(
         [
             "OTHER",
             "IMAGE_OTHER",
             "NO_IMAGE",
-            "ESCALATION",
-            "PUP_LIMITED_DISABLED",
             "FINISH_REASON_UNSPECIFIED",
         ],
         S.UNKNOWN,

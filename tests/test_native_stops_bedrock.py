@@ -121,11 +121,6 @@ def test_each_value_as_each_client_sees_it(
     check(client, got, MEANING[native], native, stops.db, model)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a MALFORMED answer's tool calls are delivered (gateway.normalize.truncation.judge "
-    "withholds only a cut answer's)",
-)
 @pytest.mark.parametrize("stream", STREAMED, ids=["whole", "streamed"])
 def test_a_malformed_tool_use_is_never_given_as_a_complete_call(
     stops: StopsStack, stream: bool

@@ -152,11 +152,6 @@ def test_each_value_as_each_client_sees_it(
     check(client, got, meaning(native), "STOP" if native == TOOL_CALL else native, stops.db, model)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a MALFORMED answer's tool calls are delivered (gateway.normalize.truncation.judge "
-    "withholds only a cut answer's)",
-)
 @pytest.mark.parametrize("stream", STREAMED, ids=["whole", "streamed"])
 @pytest.mark.parametrize("native", ["MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"])
 def test_a_call_gemini_calls_invalid_is_never_given_as_a_complete_one(

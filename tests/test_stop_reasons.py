@@ -294,9 +294,11 @@ def test_judge_cuts_only_length_context_window_error_aborted(reason, policy):
     assert verdict.stop_reason is reason
     assert verdict.native_stop_reason == "native"
     assert verdict.tool_calls == tuple(CALLS)
-    assert verdict.deliver_tool_calls is (not cut or policy == "pass")
-    assert verdict.withheld == (tuple(CALLS) if cut and policy == "withhold" else ())
-    assert verdict.delivered_tool_calls is (not cut or policy == "pass")
+    # a MALFORMED answer is not cut, but its calls are the provider's own unrunnable ones
+    unrunnable = cut or reason is S.MALFORMED
+    assert verdict.deliver_tool_calls is (not unrunnable or policy == "pass")
+    assert verdict.withheld == (tuple(CALLS) if unrunnable and policy == "withhold" else ())
+    assert verdict.delivered_tool_calls is (not unrunnable or policy == "pass")
     assert (verdict.cut_reason is not None) is cut
 
 

@@ -1,8 +1,11 @@
 """When a response counts as cut, and what becomes of its tool calls.
 
 A response is cut when it stopped at LENGTH or CONTEXT_WINDOW, or the stream broke (ERROR,
-ABORTED). Under the `withhold` policy a cut response's tool calls are never delivered; under
-`pass` they are, with the faithful stop reason. Either way they are listed for the record.
+ABORTED). Under the `withhold` policy a cut response's tool calls are never delivered, nor are the
+calls of one the provider itself calls MALFORMED (Gemini's MALFORMED_FUNCTION_CALL, Bedrock's
+malformed_tool_use): the provider says they are not runnable, so no client should run them as a
+finished call. Under `pass` they are, with the faithful stop reason. Either way they are listed
+for the record.
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ def judge(
             cut_reason = ERROR_CUT_REASONS.get(error.kind, "upstream_error")
         else:
             cut_reason = CUT_REASONS.get(stop_reason, "upstream_error")
-    deliver = not (truncated and policy == "withhold")
+    unrunnable = truncated or stop_reason is StopReason.MALFORMED
+    deliver = not (unrunnable and policy == "withhold")
     return Verdict(stop_reason, native, truncated, cut_reason, tuple(tool_calls), deliver)
 
 

@@ -45,19 +45,9 @@ MEANING = {
     "function_call": "tool_calls",
 }
 # An OpenAI client asked with `functions` reads the legacy `function_call` finish beside its
-# `message.function_call`, as OpenAI and Azure send them: the relay says `tool_calls` instead
-# (and a stream's function_call deltas arrive re-encoded as tool_calls deltas), gateway.encode's
-# relays, not this file's; strict, so the fix turns it red here.
-LEGACY = pytest.mark.xfail(
-    strict=True, reason="the OpenAI relay shows a function_call finish as tool_calls"
-)
-CASES = [
-    pytest.param(
-        native, client, marks=LEGACY if (native, client) == ("function_call", "openai") else ()
-    )
-    for native in MEANING
-    for client in CLIENTS
-]
+# `message.function_call` (a stream's deltas as `delta.function_call`), as OpenAI and Azure send
+# them: the same-format relay keeps both.
+CASES = [(native, client) for native in MEANING for client in CLIENTS]
 CALL = {
     "id": "call_az_stops",
     "type": "function",
@@ -132,6 +122,43 @@ def test_each_value_as_each_client_sees_it(
         assert got.stop == native, got
         got = dataclasses.replace(got, stop=expected(client, MEANING[native]))
     check(client, got, MEANING[native], native, stops.db, model)
+
+
+@pytest.mark.parametrize("stream", STREAMED, ids=["whole", "streamed"])
+def test_a_legacy_function_call_reaches_an_openai_client_in_its_own_shape(
+    stops: StopsStack, stream: bool
+) -> None:
+    """A client that asked with `functions` reads `message.function_call` (a stream's
+    `delta.function_call`) and the `function_call` finish, never a `tool_calls` it did not ask
+    for."""
+    model = f"az-{uuid.uuid4().hex[:12]}"
+    stops.upstream.script(model, answer("function_call", stream))
+    client = openai.OpenAI(base_url=stops.url + "/v1", api_key="sk-client", max_retries=0)
+    messages: Any = [{"role": "user", "content": "weather in Bern?"}]
+    functions: Any = [{"name": "get_weather", "parameters": {"type": "object"}}]
+    if not stream:
+        whole = client.chat.completions.create(model=model, messages=messages, functions=functions)
+        choice = whole.choices[0]
+        assert choice.finish_reason == "function_call"
+        assert choice.message.tool_calls is None
+        assert choice.message.function_call is not None
+        assert choice.message.function_call.name == "get_weather"
+        assert choice.message.function_call.arguments == FUNCTION["arguments"]
+        return
+    chunks = list(
+        client.chat.completions.create(
+            model=model, messages=messages, functions=functions, stream=True
+        )
+    )
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert not any(d.tool_calls for d in deltas)
+    legacy = [d.function_call for d in deltas if d.function_call]
+    assert [f.name for f in legacy if f.name] == ["get_weather"]
+    assert "".join(f.arguments or "" for f in legacy) == FUNCTION["arguments"]
+    (finish,) = [
+        c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason
+    ]
+    assert finish == "function_call"
 
 
 # --- the loopback upstream as AzureOpenAI reads it -----------------------------------------------

@@ -3,7 +3,8 @@
 Chunks without tool calls or a finish_reason go out as the upstream sent them. Tool-call chunks
 are held per choice until that choice's finish_reason, then re-emitted with indexes made
 contiguous from 0 and id/name/type only on a call's first delta (the openai SDK's accumulator
-needs both), or withheld when the choice was cut. The finish chunk gains `native_finish_reason`
+needs both), or withheld when the choice was cut; a legacy `function_call` delta and finish keep
+their legacy shape. The finish chunk gains `native_finish_reason`
 and the `gateway` object; its finish_reason is the native value's own (a refusal keeps `stop`),
 while the `gateway` object says what the decoder made of it. A broken stream ends with an error
 chunk: choice 0's ending is the exchange's to judge, other choices' the relay's.
@@ -171,11 +172,17 @@ def _needs_work(choices: list[dict[str, Any]]) -> bool:
 
 
 def _normalize_tool_deltas(delta: dict[str, Any], state: ChoiceState) -> dict[str, Any]:
+    """The delta's tool calls with contiguous indexes and identity on each call's first delta.
+    A legacy `function_call` delta goes out as sent (a client that asked with `functions` reads
+    `delta.function_call`, never a `tool_calls` it did not ask for); it counts as a call for the
+    verdict all the same."""
     delta = dict(delta)
-    legacy = delta.pop("function_call", None)
-    calls = list(delta.get("tool_calls") or ())
+    legacy = delta.get("function_call")
     if legacy:
-        calls.append({"index": "function_call", "function": legacy})
+        state.tools.assign(0, {"index": "function_call", "function": legacy})
+    calls = delta.get("tool_calls")
+    if not calls:
+        return delta
     out = []
     for position, call in enumerate(calls):
         ordinal, new = state.tools.assign(position, call)

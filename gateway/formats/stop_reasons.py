@@ -183,12 +183,18 @@ def to_openai(reason: StopReason, has_tool_calls: bool) -> str:
     return TO_OPENAI.get(reason, "stop")
 
 
+LEGACY_FUNCTION_CALL = "function_call"
+
+
 def relayed(reason: StopReason, native: object, shown: str) -> str:
     """What a same-format relay tells its client: the standard value `shown`, except that a
     value the gateway does not know goes through as the upstream sent it (every enum met on the
-    wire is open): the client reads what its upstream said, never a plain stop in its place."""
+    wire is open): the client reads what its upstream said, never a plain stop in its place.
+    A legacy `function_call` finish stays one, beside the `message.function_call` it ends."""
     if reason is S.UNKNOWN and isinstance(native, str) and native:
         return native
+    if native == LEGACY_FUNCTION_CALL and shown == "tool_calls":
+        return native  # the legacy `functions` answer keeps its own finish
     return shown
 
 

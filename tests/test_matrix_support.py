@@ -598,7 +598,8 @@ UNKNOWN_NATIVE = "some_future_reason"
 STOP_ROWS = [
     Row("openai", "stop", "stop", "stop", "end_turn"),
     Row("openai", "tool_calls", "tool_calls", "tool_calls", "tool_use", tools=True),
-    Row("openai", "function_call", "tool_calls", "tool_calls", "tool_use", tools=True),
+    # A same-format relay keeps the legacy finish its upstream sent (formats.stop_reasons.relayed).
+    Row("openai", "function_call", "tool_calls", "function_call", "tool_use", tools=True),
     Row("openai", "length", "length", "length", "max_tokens", truncated=True),
     Row("openai", "content_filter", "content_filter", "content_filter", "refusal"),
     # An unknown value goes through as sent to a client of the upstream's own format.

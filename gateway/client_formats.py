@@ -42,6 +42,7 @@ from gateway.translate.continuation import (
 )
 from gateway.translate.responses_request import relayed_tool_origins
 from gateway.translate.responses_thinking import without_gateway_reasoning
+from gateway.translate.stream_usage import with_stream_usage
 from gateway.translate.translation import Dropped, ToolOrigin
 
 RelayBody = Callable[[dict[str, Any], Verdict, ReplyTerms], dict[str, Any]]
@@ -122,6 +123,7 @@ OPENAI = ClientFormat(
     tool_turns=openai_turns,
     continued_body=continued_chat,
     models_body=openai_body.models_body,
+    relay_request=with_stream_usage,  # a stream's usage, for the record and the key's budget
 )
 ANTHROPIC = ClientFormat(
     name="anthropic",

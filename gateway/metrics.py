@@ -186,7 +186,8 @@ class GatewayMetrics:
         )
         self.key_tokens = Counter(
             "gateway_key_tokens",
-            "Tokens used per gateway key (input and output, from the audit record's usage)",
+            "Tokens used per gateway key (input and output, from the audit record's usage; "
+            "estimated, where the upstream sent none)",
             ["key", "direction"],
             registry=r,
         )

@@ -107,6 +107,7 @@ _OPTIONAL: Final = (
     ("gateway.ended_by", "ended_by"),
     ("gateway.timeout", "timeout"),
     ("gateway.key_name", "key_name"),
+    ("gateway.estimated_tokens", "estimated_tokens"),
 )
 # The stop reasons of an answer that broke. With an error class beside one, the record's native
 # stop reason is the gateway's word for the break (`gateway:connection_lost`, an error event's

@@ -42,8 +42,10 @@ class OpenAIQuirks(BaseModel):
     stream_options: bool = True
     """False: `stream_options` is dropped from the body. For servers that refuse it: older vLLM
     builds (400), Mistral (its request schema has no such field; it sends usage in its last
-    chunk anyway). Without it a stream may carry no usage chunk, so the record's token counts
-    stay empty rather than wrong."""
+    chunk anyway). The gateway asks every OpenAI-wire stream for its usage, the client's own
+    OpenAI Chat streams too, so such a server needs the flag whatever the client sends. Without
+    the field a stream may carry no usage chunk: the record's token counts stay empty rather
+    than wrong, and a key's token budget counts the gateway's estimate (`estimated_tokens`)."""
 
     strip_fields: tuple[NonEmptyStr, ...] = Field(default=(), strict=False)
     """Top-level body fields dropped before sending, for servers that refuse a field OpenAI

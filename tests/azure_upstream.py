@@ -8,7 +8,9 @@ in Azure's shape otherwise, and answers each deployment from its script with Azu
 
 It also serves `/compat/v1/chat/completions`, an OpenAI-compatible server that rejects what
 such servers reject (`max_completion_tokens` with Mistral's 422, `stream_options` and
-`parallel_tool_calls` with vLLM's 400), so a quirk flag shows by the answer turning 200.
+`parallel_tool_calls` with vLLM's 400), so a quirk flag shows by the answer turning 200, and
+`/compat-open/v1/chat/completions`, the same server taking every field (a current vLLM build),
+for what needs no flag.
 
     stack = AzureStack(tmp_path); stack.start()
     stack.upstream.script("dep-1", Script(chunks=azure_sse([...])))
@@ -57,6 +59,7 @@ class Received:
     query: dict[str, str]
     headers: dict[str, str]  # only the credential headers
     body: dict[str, Any]
+    size: int = 0  # the body's bytes
 
 
 def sse(objects: list[dict[str, Any]], done: bool = True) -> list[bytes]:
@@ -243,6 +246,7 @@ class AzureUpstream:
         app.router.add_post("/openai/v1/responses", self.by_body)
         app.router.add_post("/openai/responses", self.dated_responses)
         app.router.add_post("/compat/v1/chat/completions", self.compat)
+        app.router.add_post("/compat-open/v1/chat/completions", self.compat_open)
         return app
 
     def _allowed(self, request: web.Request) -> bool:
@@ -284,19 +288,28 @@ class AzureUpstream:
         credentials = {k.lower(): v for k, v in request.headers.items()}
         kept = {k: credentials[k] for k in ("api-key", "authorization") if k in credentials}
         self.received.setdefault(model, []).append(
-            Received(request.path, dict(request.query), kept, orjson.loads(raw))
+            Received(request.path, dict(request.query), kept, orjson.loads(raw), len(raw))
         )
         return await self._answer(request, model)
 
-    async def compat(self, request: web.Request) -> web.StreamResponse:
-        obj = orjson.loads(await request.read())
+    async def _take_compat(self, request: web.Request) -> tuple[str, dict[str, Any]]:
+        raw = await request.read()
+        obj = orjson.loads(raw)
         model = obj.get("model", "")
-        self.received.setdefault(model, []).append(Received(request.path, {}, {}, obj))
+        self.received.setdefault(model, []).append(Received(request.path, {}, {}, obj, len(raw)))
+        return model, obj
+
+    async def compat(self, request: web.Request) -> web.StreamResponse:
+        model, obj = await self._take_compat(request)
         if "max_completion_tokens" in obj:
             return _json(422, orjson.dumps(_MISTRAL_422))
         for name in ("stream_options", "parallel_tool_calls"):
             if name in obj:
                 return _json(400, orjson.dumps(_vllm_400(name)))
+        return await self._answer(request, model, check=False)
+
+    async def compat_open(self, request: web.Request) -> web.StreamResponse:
+        model, _ = await self._take_compat(request)
         return await self._answer(request, model, check=False)
 
     async def _answer(
@@ -367,6 +380,7 @@ def gateway_settings(upstream: str, store: str, token_file: Path) -> dict[str, A
                 },
             },
             "compat_plain": {**compat_base, "retry": one},
+            "compat_open": {**compat_base, "base_url": f"{upstream}/compat-open/v1", "retry": one},
         },
         "routes": [
             {"match": "az-*", "provider": "azure"},
@@ -378,6 +392,7 @@ def gateway_settings(upstream: str, store: str, token_file: Path) -> dict[str, A
             {"match": "azrd-*", "provider": "azure_responses_dated"},
             {"match": "cq-*", "provider": "compat"},
             {"match": "cp-*", "provider": "compat_plain"},
+            {"match": "co-*", "provider": "compat_open"},
         ],
         "audit": {"store": store},
         "circuit": {"failures": 0},

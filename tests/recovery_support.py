@@ -241,15 +241,19 @@ def request_body(client: str, model: str, max_tokens: int = 256) -> dict[str, An
     return {**body, "max_tokens": max_tokens}
 
 
-def raw_stream(rstack: RecoveryStack, client: str, model: str) -> tuple[dict[str, str], bytes]:
-    """The response's headers and body bytes, as the gateway sent them (no SDK between)."""
+def raw_stream(
+    rstack: RecoveryStack, client: str, model: str, **extra: Any
+) -> tuple[dict[str, str], bytes]:
+    """The response's headers and body bytes, as the gateway sent them (no SDK between);
+    `extra` fields join the request body."""
     url = urlsplit(rstack.url)
     conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=30)
     try:
         headers = {"content-type": "application/json", "authorization": "Bearer sk-client"}
         if client == "messages":
             headers["anthropic-version"] = "2023-06-01"
-        conn.request("POST", PATHS[client], orjson.dumps(request_body(client, model)), headers)
+        body = {**request_body(client, model), **extra}
+        conn.request("POST", PATHS[client], orjson.dumps(body), headers)
         response = conn.getresponse()
         return {k.lower(): v for k, v in response.getheaders()}, response.read()
     finally:

@@ -29,14 +29,17 @@ from tests.access_util import (
 )
 from tests.conftest import Stack
 from tests.scenarios import Answer, script_for
+from tests.upstream import Script
 
 TEAM = new_key("team")
 NARROW = new_key("narrow")
 LIMITED = new_key("limited")
 BUDGET = new_key("budget")
+STREAMED = new_key("streamed")
+UNCOUNTED = new_key("uncounted")
 ADMIN = new_key("admin")
 WRONG = new_key("wrong")
-ALL_KEYS = (TEAM, NARROW, LIMITED, BUDGET, ADMIN, WRONG)
+ALL_KEYS = (TEAM, NARROW, LIMITED, BUDGET, STREAMED, UNCOUNTED, ADMIN, WRONG)
 WIRE = {"oa": "openai", "an": "anthropic", "open": "openai", "open-an": "anthropic"}
 
 
@@ -51,6 +54,8 @@ def keyed(stack: Stack) -> tuple[str, str]:
             key_table("narrow", NARROW, routes=["an-*"]),
             key_table("limited", LIMITED, requests_per_window=2, window="1h"),
             key_table("budget", BUDGET, tokens_per_window=40, window="1h"),
+            key_table("streamed", STREAMED, tokens_per_window=40, window="1h"),
+            key_table("uncounted", UNCOUNTED, tokens_per_window=40, window="1h"),
         ],
         admin={"sha256": key_table("admin", ADMIN)["sha256"]},
     )
@@ -261,6 +266,65 @@ def test_a_key_over_its_token_budget_gets_429(stack, upstream, unique_model, key
     tokens = samples["gateway_key_tokens_total"]
     assert tokens[labels(key="budget", direction="input")] == 12
     assert tokens[labels(key="budget", direction="output")] == 34
+
+
+def streamed_chat(url: str, key: str, model: str, content: str = "hi") -> list[Any]:
+    """A streamed chat completion as the openai SDK gives it, not asking for usage."""
+    stream = oa(url, key).chat.completions.create(
+        model=model, messages=[{"role": "user", "content": content}], stream=True
+    )
+    return list(stream)
+
+
+def test_a_stream_that_did_not_ask_for_usage_still_counts_against_the_budget(
+    stack, upstream, unique_model, keyed
+):
+    """An OpenAI client streaming without `stream_options.include_usage`, before an upstream
+    that (as OpenAI does) streams usage only when asked: the gateway asks, so the budget counts
+    the 12 + 34 tokens and the next request is refused; the client still gets no usage chunk."""
+    name, url = keyed
+    model = unique_model("oa")
+    script = script_for("openai", Answer(text="hello"), model, True, usage_if_asked=True)
+    upstream.script(model, script)
+
+    chunks = streamed_chat(url, STREAMED, model)
+    with pytest.raises(openai.RateLimitError) as err:
+        streamed_chat(url, STREAMED, model)
+
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "hello"
+    assert all(c.choices and c.usage is None for c in chunks)
+    assert err.value.body["type"] == "tokens"
+    assert len(upstream.received[model]) == 1
+    assert upstream.last(model).json["stream_options"] == {"include_usage": True}
+    (served,) = audit_rows(stack, name, model)
+    assert (served["input_tokens"], served["output_tokens"]) == (12, 34)
+    assert served["estimated_tokens"] is None
+
+
+def test_an_upstream_that_sends_no_usage_is_counted_by_an_estimate(
+    stack, upstream, unique_model, keyed
+):
+    """A compatible server that streams no usage even when asked: the record keeps its counts
+    unknown and an estimate apart (about four characters a token), and the budget counts the
+    estimate, so the key cannot stream on for free."""
+    name, url = keyed
+    model = unique_model("oa")
+    chunks = [c for c in script_for("openai", Answer(text="hello"), model, True).chunks]
+    upstream.script(model, Script(chunks=[c for c in chunks if b'"usage"' not in c]))
+
+    streamed_chat(url, UNCOUNTED, model, content="x" * 200)  # over 40 tokens by the estimate
+    with pytest.raises(openai.RateLimitError):
+        streamed_chat(url, UNCOUNTED, model)
+
+    (served,) = audit_rows(stack, name, model)
+    assert served["input_tokens"] is None and served["output_tokens"] is None
+    assert served["cost_usd"] is None
+    sent = len(upstream.last(model).body)
+    assert served["estimated_tokens"] == -(-sent // 4) + 2  # "hello": 5 characters
+    samples = metric_samples(request(url, "GET", "/metrics", {"x-api-key": ADMIN}).body.decode())
+    tokens = samples["gateway_key_tokens_total"]
+    assert tokens[labels(key="uncounted", direction="estimated")] == served["estimated_tokens"]
+    assert labels(key="uncounted", direction="input") not in tokens
 
 
 # --- the other endpoints ------------------------------------------------------------------------

@@ -3,9 +3,9 @@
 The loopback server at /compat (tests/azure_upstream.py) rejects what real servers reject:
 `max_completion_tokens` with Mistral's 422, `stream_options` and `parallel_tool_calls` with
 vLLM's 400. Route `cp-*` reaches it without flags (so each case fails there), `cq-*` with them
-(so it answers). Its own finish reasons, streams without `[DONE]`, calls without ids, and the
-recorded DeepSeek, Groq, Mistral and xAI streams are read through the real openai and
-anthropic SDKs.
+(so it answers), `co-*` the same server taking every field, for what needs no flag. Its own
+finish reasons, streams without `[DONE]`, calls without ids, and the recorded DeepSeek, Groq,
+Mistral and xAI streams are read through the real openai and anthropic SDKs.
 """
 
 from __future__ import annotations
@@ -132,7 +132,14 @@ def test_stream_options_false_drops_it_and_the_stream_may_lack_usage(
         assert collect(oai(compat).chat.completions.create(**kwargs))[:2] == ("Sunny.", "stop")
         assert "stream_options" not in sent(compat, model)
         record = compat.record(model)
-        assert (record["input_tokens"], record["output_tokens"]) == (None, None)
+        # No usage came: the counts stay unknown and unpriced, and the key's budget still
+        # counts the exchange by an estimate kept apart, about four characters a token: the
+        # request as the gateway built it (before the flag dropped `stream_options`, so a
+        # little over what arrived) and "Sunny." (2).
+        assert record["input_tokens"] is None and record["output_tokens"] is None
+        assert record["cost_usd"] is None
+        arrived = -(-compat.upstream.received[model][-1].size // 4)
+        assert arrived + 2 <= record["estimated_tokens"] <= arrived + 2 + 16
         assert record["truncated"] == 0
 
 
@@ -172,7 +179,7 @@ def test_no_flag_leaves_the_clients_bytes_alone() -> None:
 def test_own_finish_reasons_are_read_by_the_flag(compat: AzureStack, stream: bool) -> None:
     """`max_new_tokens` (a TGI-style value) is LENGTH with the flag, UNKNOWN without it (and
     then goes through to the OpenAI client as the upstream sent it)."""
-    expected = {"cq": ("length", "length", True), "cp": ("max_new_tokens", "unknown", False)}
+    expected = {"cq": ("length", "length", True), "co": ("max_new_tokens", "unknown", False)}
     for prefix, (finish_seen, stop_recorded, truncated) in expected.items():
         model = name(prefix)
         if stream:
@@ -230,7 +237,7 @@ def test_wire_with_stop_reasons_reads_streams_and_bodies() -> None:
 
 def test_a_stream_without_done_is_complete_once_every_choice_finished(compat: AzureStack) -> None:
     """Servers that omit `data: [DONE]` (some llama.cpp and Ollama builds): no flag needed."""
-    model = name("cp")
+    model = name("co")
     compat.upstream.script(model, text_stream(done=False))
     stream = oai(compat).chat.completions.create(model=model, messages=MESSAGES, stream=True)  # type: ignore[arg-type]
     text, finish, ext = collect(stream)
@@ -244,7 +251,7 @@ def test_a_stream_without_done_is_complete_once_every_choice_finished(compat: Az
 
 
 def test_a_stream_without_done_or_finish_reason_is_cut(compat: AzureStack) -> None:
-    model = name("cp")
+    model = name("co")
     compat.upstream.script(
         model, Script(chunks=sse([chunk({"role": "assistant", "content": "Sun"})], done=False))
     )
@@ -256,7 +263,7 @@ def test_a_stream_without_done_or_finish_reason_is_cut(compat: AzureStack) -> No
 
 
 def test_a_tool_call_without_id_gets_a_minted_one(compat: AzureStack) -> None:
-    model = name("cp")
+    model = name("co")
     call = {"index": 0, "type": "function", "function": {"name": "weather", "arguments": "{}"}}
     compat.upstream.script(
         model,
@@ -302,7 +309,7 @@ def test_recorded_compatible_streams_through_the_gateway(
     objects = [orjson.loads(line) for line in payload_lines(fixture)]
     raw = stream_body(fixture) if done else b"".join(sse(objects, done=False))
     tools = [{"type": "function", "function": {"name": "weather", "parameters": SCHEMA}}]
-    model = name("cp")
+    model = name("co")
     compat.upstream.script(model, Script(chunks=[raw]))
     stream = oai(compat).chat.completions.create(
         model=model,

@@ -88,7 +88,8 @@ def test_a_relayed_finish_at_max_tokens_is_sent_when_no_target_continues(rstack)
     """The OpenAI relay holds the `length` finish while a continuation may follow; when every
     target refuses, the held finish (and the usage chunk after it) still goes out, once."""
     model = rstack.scripted("fb", "openai", Stream(TEXT[:AT], end="length"), Stream("", status=400))
-    objects = data_objects(raw_stream(rstack, "chat", model)[1])
+    asked = {"stream_options": {"include_usage": True}}
+    objects = data_objects(raw_stream(rstack, "chat", model, **asked)[1])
     finishes = [o["choices"][0]["finish_reason"] for o in objects if o.get("choices")]
     assert [f for f in finishes if f] == ["length"]
     text = "".join(

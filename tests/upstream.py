@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -25,6 +25,9 @@ class Script:
     delay: float = 0.0  # between chunks
     stall: float = 0.0  # before the status line
     drop_after: int | None = None  # cut the connection after this many chunks
+    # As OpenAI does: a streamed usage chunk goes out only if the request asked for it
+    # (`stream_options.include_usage`).
+    usage_if_asked: bool = False
 
 
 @dataclass
@@ -76,6 +79,8 @@ class FakeUpstream:
         following = self.sequences.get(model)
         if following:
             self.scripts[model] = following.pop(0)
+        if script.usage_if_asked and not _asked_usage(orjson.loads(raw)):
+            script = replace(script, chunks=[c for c in script.chunks if not _usage_chunk(c)])
         try:
             return await self._play(request, script)
         except asyncio.CancelledError:  # served with handler cancellation: the peer closed
@@ -105,6 +110,18 @@ class FakeUpstream:
                 await asyncio.sleep(script.delay)
         await response.write_eof()
         return response
+
+
+def _asked_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _usage_chunk(frame: bytes) -> bool:
+    if not frame.startswith(b"data: {"):
+        return False
+    chunk = orjson.loads(frame[6:])
+    return chunk.get("choices") == [] and "usage" in chunk
 
 
 def openai_sse(chunks: list[dict[str, Any]], done: bool = True) -> list[bytes]:

@@ -77,8 +77,8 @@ class AccessControl:
         grant = self._grants.pop(record.id, None)
         if grant is None:
             return
-        tokens = (record.input_tokens or 0) + (record.output_tokens or 0)
-        await self.limiter.settle(grant, tokens)
+        counted = (record.input_tokens or 0) + (record.output_tokens or 0)
+        await self.limiter.settle(grant, counted or record.estimated_tokens or 0)
         name = grant.key.name if grant.key is not None else NO_KEY
         self.metrics.key_requests.labels(name, grant.outcome).inc()
         if grant.key is not None:
@@ -86,6 +86,8 @@ class AccessControl:
                 self.metrics.key_tokens.labels(name, "input").inc(record.input_tokens)
             if record.output_tokens:
                 self.metrics.key_tokens.labels(name, "output").inc(record.output_tokens)
+            if record.estimated_tokens:
+                self.metrics.key_tokens.labels(name, "estimated").inc(record.estimated_tokens)
 
     def forwarded(self, names: tuple[str, ...]) -> tuple[str, ...]:
         if self.keys is None:

@@ -109,6 +109,7 @@ REPAIRS: Final[Mapping[str, Repair]] = {
     "cost_source": Repair(coerce_text, _none),
     "operation": Repair(coerce_text, lambda: "generate"),
     "recovered": Repair(_json_object, _none),
+    "estimated_tokens": Repair(count, _none),
 }
 # JSON fields are checked for their shape here and for their content by `json_text`, which the
 # stores run anyway: walking a large `content` for every record would cost more than dumping it.

@@ -77,6 +77,7 @@ COLUMNS: tuple[str, ...] = (
     "cost_source",
     "operation",
     "recovered",
+    "estimated_tokens",
 )
 
 
@@ -203,6 +204,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         "audit_records.recovered: a stream cut after its first byte and continued ([recovery]): "
         "breaks, continuations at max tokens, where, by which targets, why",
         {d: [f"ALTER TABLE {TABLE} ADD COLUMN recovered {_json_type(d)}"] for d in DIALECTS},
+    ),
+    Migration(
+        8,
+        "audit_records.estimated_tokens: the upstream sent no usage, the gateway's estimate "
+        "for the key's token budget",
+        {d: [f"ALTER TABLE {TABLE} ADD COLUMN estimated_tokens INTEGER"] for d in DIALECTS},
     ),
 )
 

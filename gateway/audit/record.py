@@ -143,6 +143,10 @@ class AuditRecord:
     # A streamed answer cut after its first byte and continued ([recovery]): {breaks,
     # max_tokens, at_chars, targets, causes}, as the client's `gateway.recovered`; None: not.
     recovered: dict[str, Any] | None = None
+    # The upstream sent no usage (an OpenAI-compatible server that streams none): the gateway's
+    # estimate of input plus output tokens from the characters sent and received, which a key's
+    # token budget counts. Never priced and never summed with the counts above, which stay None.
+    estimated_tokens: int | None = None
 
     @property
     def ttfb_ms(self) -> float | None:

@@ -1,13 +1,15 @@
-"""OpenAI client <- OpenAI-wire upstream, streaming: a passthrough with three exceptions.
+"""OpenAI client <- OpenAI-wire upstream, streaming: a passthrough, with these exceptions.
 
 Chunks without tool calls or a finish_reason go out as the upstream sent them. Tool-call chunks
 are held per choice until that choice's finish_reason, then re-emitted with indexes made
 contiguous from 0 and id/name/type only on a call's first delta (the openai SDK's accumulator
 needs both), or withheld when the choice was cut; a legacy `function_call` delta and finish keep
-their legacy shape. The finish chunk gains `native_finish_reason`
-and the `gateway` object; its finish_reason is the native value's own (a refusal keeps `stop`),
-while the `gateway` object says what the decoder made of it. A broken stream ends with an error
-chunk: choice 0's ending is the exchange's to judge, other choices' the relay's.
+their legacy shape. The usage the gateway asked for and the client did not is stripped (the
+usage-only chunk, each chunk's closing `"usage":null`). The finish chunk gains
+`native_finish_reason` and the `gateway` object; its finish_reason is the native value's own (a
+refusal keeps `stop`), while the `gateway` object says what the decoder made of it. A broken
+stream ends with an error chunk: choice 0's ending is the exchange's to judge, other choices' the
+relay's.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 
 DONE_FRAME = b"data: [DONE]\n\n"
+USAGE_NULL_LAST = b',"usage":null}'
+USAGE_NULL_CUT = len(USAGE_NULL_LAST)
 BROKEN = frozenset({StopReason.ERROR, StopReason.ABORTED})
 
 
@@ -41,10 +45,13 @@ class ChoiceState:
 
 
 class OpenAIRelay:
-    __slots__ = ("_choices", "_first", "_held_end", "_over", "_terms")
+    __slots__ = ("_choices", "_first", "_held_end", "_over", "_strip_usage", "_terms")
 
     def __init__(self, terms: ReplyTerms) -> None:
         self._terms = terms
+        # The gateway asked for the stream's usage (gateway.translate.stream_usage), the client
+        # did not: its usage-only chunk and each chunk's `"usage":null` are not the client's.
+        self._strip_usage = not terms.include_usage
         self._choices: dict[int, ChoiceState] = {}
         self._over = False  # another choice broke: nothing more goes out
         self._first: dict[str, Any] | None = None  # the first chunk: its id, model, created
@@ -57,14 +64,26 @@ class OpenAIRelay:
             return b""  # [DONE] goes out in end()
         if self._first is None:
             self._first = obj
-        if self._held_end:
-            self._held_end.append(encode(frame.data) if frame else b"")
-            return b""
         choices = obj.get("choices")
+        if self._strip_usage and not choices and obj.get("usage"):
+            return b""  # the usage chunk only the gateway asked for
+        if self._held_end:
+            self._held_end.append(self._as_sent(frame))
+            return b""
         if not choices or not _needs_work(choices):
-            return encode(frame.data) if frame else b""
+            return self._as_sent(frame)
         stop = next((e for e in events if isinstance(e, Stop)), None)
         return b"".join(self._choice(obj, choice, stop) for choice in choices)
+
+    def _as_sent(self, frame: SSEFrame | None) -> bytes:
+        if frame is None:
+            return b""
+        data = frame.data
+        if self._strip_usage and data.endswith(USAGE_NULL_LAST):
+            # Where OpenAI puts it: the last member. A string cannot end so: its quote would
+            # be escaped, and the object closes after it.
+            return encode(data[:-USAGE_NULL_CUT] + b"}")
+        return encode(data)
 
     def _choice(self, obj: dict[str, Any], choice: dict[str, Any], stop: Stop | None) -> bytes:
         index = choice.get("index", 0)
@@ -73,6 +92,8 @@ class OpenAIRelay:
             state = self._choices[index] = ChoiceState()
         delta = choice.get("delta") or {}
         chunk = {**obj, "choices": [choice]}
+        if self._strip_usage and "usage" in chunk and chunk["usage"] is None:
+            del chunk["usage"]
         if delta.get("tool_calls") or delta.get("function_call"):
             choice["delta"] = _normalize_tool_deltas(delta, state)
             state.held.append(chunk)

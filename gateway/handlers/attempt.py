@@ -21,7 +21,7 @@ BROKEN = frozenset({StopReason.ERROR, StopReason.ABORTED})
 
 
 class Attempt:
-    __slots__ = ("_judged", "aggregator", "answered", "provider", "terms", "wire")
+    __slots__ = ("_judged", "aggregator", "answered", "provider", "sent_bytes", "terms", "wire")
 
     def __init__(self, provider: Provider, wire: Wire, terms: ReplyTerms) -> None:
         self.provider = provider
@@ -29,6 +29,7 @@ class Attempt:
         self.terms = terms
         self.aggregator = ChunkAggregator()
         self.answered = False  # a 2xx reply whose body was read
+        self.sent_bytes = 0  # the request body sent upstream, for a usage estimate
         self._judged: tuple[StreamError | None, Verdict] | None = None  # (error, verdict)
 
     def verdict(self) -> Verdict:

@@ -314,6 +314,7 @@ async def _attempt(
     exchange.price = target.price
     headers = forwarded_headers(gateway.access, FORWARDED_HEADERS, request.headers)
     payload = translation.payload
+    attempt.sent_bytes = len(payload)
     upstream = ProviderRequest(payload, record.stream, target.upstream_model, headers=headers)
     reply = await provider.send(upstream)
     exchange.pool_wait = reply.pool_wait

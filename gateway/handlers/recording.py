@@ -9,6 +9,7 @@ from gateway.cost import Pricer, Tokens
 from gateway.handlers.attempt import Attempt
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.settings_price import PriceSettings
+from gateway.usage_estimate import answer_chars, rough_tokens
 
 # The keys of a Stop's `details` the record keeps, beside the answering attempt's entry: the
 # content filter's categories and severities (Azure OpenAI). Never an explanation or any text.
@@ -44,6 +45,11 @@ def complete_record(
         usage = snapshot.usage  # as the upstream sent it: a count may be anything
         record.input_tokens = usage.input_tokens
         record.output_tokens = usage.output_tokens
+        if usage.input_tokens is None and usage.output_tokens is None:
+            # No usage at all (a compatible server that streams none): the key's budget still
+            # counts the exchange, by an estimate kept apart from the counts.
+            sent, received = attempt.sent_bytes, answer_chars(snapshot)
+            record.estimated_tokens = rough_tokens(sent) + rough_tokens(received)
         record.cache_read_tokens = usage.cache_read_tokens
         record.cache_creation_tokens = usage.cache_creation_tokens
         splices = attempt.terms.splices

@@ -15,6 +15,7 @@ async def main() -> None:
     p.add_argument("--model", required=True)
     p.add_argument("-n", type=int, default=100)
     p.add_argument("--stream", action="store_true")
+    p.add_argument("--no-usage", action="store_true", help="a Chat stream not asking for its usage")
     p.add_argument("--format", choices=["responses", "openai"], default="responses")
     a = p.parse_args()
     body: dict[str, object]
@@ -23,7 +24,7 @@ async def main() -> None:
     else:
         messages = [{"role": "user", "content": "Say hello"}]
         body = {"model": a.model, "messages": messages, "stream": a.stream}
-        if a.stream:
+        if a.stream and not a.no_usage:
             body["stream_options"] = {"include_usage": True}
     data = orjson.dumps(body)
     headers = {"content-type": "application/json", "authorization": "Bearer unused"}

@@ -36,6 +36,7 @@ from gateway.handlers.exchange_state import Endpoint, Gateway
 from gateway.handlers.stored import stored_response_handlers
 from gateway.metrics import GatewayMetrics
 from gateway.observer import ExchangeObserver
+from gateway.placeholder_keys import placeholder_providers
 from gateway.pool_metrics import PUBLISH_EVERY
 from gateway.request_ids import new_request_id
 from gateway.resilience.plan import Resilience
@@ -204,6 +205,7 @@ def build_app(
         resilience=resilience,
         access=access,
         pricer=None if prices is None else Pricer.of(prices),
+        placeholder_keys=placeholder_providers(settings, env),
     )
     app[GATEWAY] = gateway
     assert gateway.pricer is not None

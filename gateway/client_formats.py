@@ -104,8 +104,10 @@ class ClientFormat:
             return self.relay_body(upstream, verdict, terms)
         return self.build_body(response, verdict, terms)
 
-    def render_error(self, err: GatewayError, request_id: str) -> tuple[int, bytes, dict[str, str]]:
-        return render_error(self.errors, self.relay_wire, err, request_id)
+    def render_error(
+        self, err: GatewayError, request_id: str, extension: dict[str, Any] | None = None
+    ) -> tuple[int, bytes, dict[str, str]]:
+        return render_error(self.errors, self.relay_wire, err, request_id, extension)
 
 
 OPENAI = ClientFormat(

@@ -15,18 +15,22 @@ where a variable's name belongs is never shown either. It is a pure function of 
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Final, Literal
-from urllib.parse import urlsplit
 
 from gateway.audit.opening import open_store
 from gateway.audit.store import redact_url, sqlite_path
 from gateway.config_source import ConfigSource
+from gateway.placeholder_keys import (
+    PLACEHOLDER_LENGTH,
+    is_loopback,
+    on_loopback,
+    placeholder_providers,
+)
 from gateway.responses_store import open_response_store
 from gateway.responses_store.base import human_duration
 from gateway.settings import ProviderSettings, RouteSettings, Settings, default_settings
@@ -40,12 +44,6 @@ FORWARDED: Final = "the client's own credentials are forwarded"
 # With gateway keys on, a client's credential is its gateway key: it never goes upstream.
 NOT_FORWARDED: Final = "requests go upstream without a key (gateway keys are never forwarded)"
 _GLOB_CHARS: Final = frozenset("*?[")
-# A provider key shorter than this, one character repeated (after `sk-`), or holding one of these
-# words (any case) is a placeholder: the README's `export OPENAI_API_KEY=unused` is meant for a
-# client's terminal, and in the gateway's it sends "unused" upstream. Real keys are random and
-# longer (OpenAI's and Anthropic's by far, Google's 39 characters, Azure's 32).
-PLACEHOLDER_LENGTH: Final = 20
-PLACEHOLDER_WORDS: Final = ("unused", "dummy", "placeholder", "changeme", "example", "your", "xxxx")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,16 +110,6 @@ def startup_report(
             "limits)"
         )
     return info + [Line("warning", text) for text in warnings]
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` names only this machine (an IP on loopback, or `localhost`)."""
-    if host.lower() in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # another name: it may resolve anywhere
 
 
 def _access(settings: Settings, host: str) -> Iterator[str]:
@@ -198,22 +186,11 @@ def _variable(name: str) -> str:
     return f"api_key_env ({NOT_A_NAME})" if looks_like_key(name) else f"${name}"
 
 
-def is_placeholder(key: str) -> bool:
-    """Whether a provider key is a stand-in, not a key (PLACEHOLDER_WORDS)."""
-    if len(key) < PLACEHOLDER_LENGTH or len(set(key.removeprefix("sk-"))) <= 1:
-        return True
-    lower = key.lower()
-    return any(word in lower for word in PLACEHOLDER_WORDS)
-
-
 def _placeholder_keys(settings: Settings, env: Mapping[str, str]) -> Iterator[str]:
-    """Providers whose key is a placeholder (never shown); not one on loopback, which is often a
-    local server that takes any key."""
-    for name, provider in settings.providers.items():
-        key = provider.resolve_api_key(env) if provider.kind != "mock" else None
-        if key is None or not is_placeholder(key):
-            continue
-        if is_loopback(urlsplit(provider.base_url or "").hostname or ""):
+    """Providers whose key is a placeholder (never shown); not one on loopback."""
+    for name in sorted(placeholder_providers(settings, env)):
+        provider = settings.providers[name]
+        if on_loopback(provider.base_url):
             continue
         where = (
             "its api_key in the config file"

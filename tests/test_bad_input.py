@@ -60,22 +60,38 @@ def valid_body(path: str, model: str = "mock-text") -> dict[str, Any]:
     return body
 
 
+ANY_PROVIDER = "*"
+
+
 def assert_error(
-    fmt: str, status: int, headers: dict[str, str], body: bytes, expected: int
+    fmt: str,
+    status: int,
+    headers: dict[str, str],
+    body: bytes,
+    expected: int,
+    provider: str | None = None,
 ) -> dict[str, Any]:
-    """The format's own error JSON with `expected` status; returns the inner error object."""
+    """The format's own error JSON with `expected` status; returns the inner error object.
+    `provider`: the upstream that failed, which the `gateway` member names (ANY_PROVIDER: any);
+    None: the client's own error, which has no `gateway` member."""
     assert status == expected, body
     assert headers["content-type"].startswith("application/json")
     assert b"Traceback" not in body
     assert b'File "' not in body
     data = orjson.loads(body)
+    ext = data.pop("gateway", None)
+    if provider is None:
+        assert ext is None, ext
+    else:
+        assert ext is not None and ext["attempts"], data
+        assert provider in (ANY_PROVIDER, ext["provider"]), ext
+        assert ext["request_id"] == headers["x-request-id"]
     if fmt == "openai":
         assert set(data) == {"error"}, data
         error = data["error"]
         assert {"message", "type", "code"} <= set(error)
     else:
         assert data["type"] == "error", data
-        assert "gateway" not in data
         error = data["error"]
         assert {"type", "message"} <= set(error)
     assert isinstance(error["message"], str) and error["message"]

@@ -245,9 +245,13 @@ def test_upstream_error_status(stack, upstream, unique_model, client, wire, stat
         want = reply.status
     error = assert_client_error(client, reply, want)
     assert error["message"] == message
+    data = reply.json
+    ext = data.pop("gateway")  # which upstream failed, in every client's format
+    assert (ext["provider"], ext["attempts"][0]["status"]) == (PROVIDER[wire], status)
     if client == wire:
-        # Same format: the upstream's own error JSON, passed through.
-        assert reply.json == orjson.loads(body)
+        # Same format: the upstream's own error JSON, passed through, the member added.
+        assert data == orjson.loads(body)
+        assert reply.body.startswith(body[:-1] + b',"gateway":')
     elif client == "anthropic" and reply.status in ANTHROPIC_TYPE_FOR:
         assert error["type"] == ANTHROPIC_TYPE_FOR[reply.status]
     assert len(upstream.received[model]) == 1

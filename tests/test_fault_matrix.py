@@ -224,9 +224,9 @@ def test_upstream_fault(fstack, before, caplog, fault, stream, expect, client, w
         assert record["stop_reason"] == "stop"
         assert [a["outcome"] for a in record["attempts"]] == ["answered"]
     elif isinstance(expect, Refused):
-        error = assert_error(
-            CLIENTS[client].errors, reply.status, reply.headers, reply.body, expect.status
-        )
+        shape, provider = CLIENTS[client].errors, record["provider"]
+        status = expect.status
+        error = assert_error(shape, reply.status, reply.headers, reply.body, status, provider)
         assert b"<html" not in reply.body  # an upstream's page never reaches the client
         assert reply.headers["x-request-id"] == record["id"]
         assert error["message"]
@@ -297,12 +297,14 @@ def test_upstream_error_status(fstack, before, caplog, status, stream, retry_aft
 
     reply = send(fstack, CLIENTS[client], model, stream)
 
+    provider = the_record(fstack, model)["provider"]
     if (client, wire) in SAME_FORMAT:
-        assert_error(shape, reply.status, reply.headers, reply.body, status)
-        assert reply.body == fu.error_body(wire, status)
+        assert_error(shape, reply.status, reply.headers, reply.body, status, provider)
+        # The upstream's body as it was sent, the `gateway` member added.
+        assert reply.body.startswith(fu.error_body(wire, status).rstrip()[:-1] + b',"gateway":')
     else:
         expected, kind = RENDERED[status][shape == "anthropic"]
-        error = assert_error(shape, reply.status, reply.headers, reply.body, expected)
+        error = assert_error(shape, reply.status, reply.headers, reply.body, expected, provider)
         assert (error["type"], error["message"]) == (kind, f"upstream said {status}")
     assert reply.headers.get("retry-after") == retry_after
     record = the_record(fstack, model)

@@ -40,7 +40,7 @@ from tests.fault_support import (
     the_record,
 )
 from tests.fixtures_util import chunked, split_events, stream_body
-from tests.test_bad_input import assert_error
+from tests.test_bad_input import ANY_PROVIDER, assert_error
 from tests.test_split_property import STREAMS
 
 EXAMPLES = 40
@@ -193,7 +193,8 @@ def test_any_upstream_stream_reaches_the_client_well_formed(fstack, caplog, clie
         normal_end: bool | None = check_stream(client, reply)
         event(f"200, {'normal end' if normal_end else 'error event'}")
     else:
-        assert_error(CLIENTS[client].errors, reply.status, reply.headers, reply.body, reply.status)
+        shape, status = CLIENTS[client].errors, reply.status
+        assert_error(shape, status, reply.headers, reply.body, status, ANY_PROVIDER)
         normal_end = None
         event(f"{reply.status}")
     check_record(the_record(fstack, model), reply, normal_end)

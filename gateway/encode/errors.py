@@ -68,14 +68,42 @@ def stream_error_code(error: StreamError) -> str:
 
 
 def render_error(
-    errors: ErrorFormat, relay_wire: str, err: GatewayError, request_id: str
+    errors: ErrorFormat,
+    relay_wire: str,
+    err: GatewayError,
+    request_id: str,
+    extension: dict[str, Any] | None = None,
 ) -> tuple[int, bytes, dict[str, str]]:
-    """Status, body and headers of an error response in one client format. An upstream's own
-    error body is relayed unchanged to a client of the wire it came in (`relay_wire`)."""
+    """Status, body and headers of an error response in one client format, with `extension` as
+    its top-level `gateway` member (as a broken stream's error event has it). An upstream's own
+    error body is relayed to a client of the wire it came in (`relay_wire`) as it was sent, the
+    `gateway` member added."""
     headers = {"content-type": "application/json", "x-request-id": request_id}
     if err.retry_after:
         headers["retry-after"] = err.retry_after
     if isinstance(err, UpstreamStatusError) and err.body is not None and err.source == relay_wire:
-        return err.status, err.body, headers
-    body = orjson.dumps(errors.body(errors.details(err, request_id)))
-    return errors.status(err), body, headers
+        body = err.body if extension is None else with_member(err.body, "gateway", extension)
+        return err.status, body, headers
+    data = errors.body(errors.details(err, request_id))
+    if extension is not None:
+        data["gateway"] = extension
+    return errors.status(err), orjson.dumps(data), headers
+
+
+def with_member(body: bytes, name: str, value: Any) -> bytes:
+    """A JSON object's bytes with one more member, the rest byte for byte as they were; a body
+    holding `name` already is rewritten with `value` in its place, one that is no object is
+    left alone."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body
+    if not isinstance(parsed, dict):
+        return body
+    if name in parsed:
+        return orjson.dumps({**parsed, name: value})
+    end = body.rstrip()
+    inside = end[:-1]  # the object's closing brace cut
+    comma = b"," if parsed else b""
+    member = comma + orjson.dumps(name) + b":" + orjson.dumps(value)
+    return inside + member + b"}" + body[len(end) :]

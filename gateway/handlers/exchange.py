@@ -34,6 +34,7 @@ from gateway.errors import (
     ModelNotFound,
     RunawaySuspected,
     ServiceUnavailable,
+    UpstreamError,
     UpstreamStatusError,
     UpstreamTimeout,
 )
@@ -43,6 +44,7 @@ from gateway.handlers.attempt import Attempt
 from gateway.handlers.attempt_log import admitted, note, note_answer
 from gateway.handlers.chaining import open_chain
 from gateway.handlers.continuation import Continuations, note_attempts
+from gateway.handlers.error_extension import error_extension
 from gateway.handlers.exchange_state import (
     FORWARDED_HEADERS,
     AttemptRun,
@@ -89,7 +91,10 @@ async def serve(
         record.error_class = type(err).__name__
         if isinstance(err, UpstreamTimeout):
             record.timeout = err.which
-        response = error_response(client, err, request_id)
+        extension = None
+        if isinstance(err, UpstreamError):  # which upstream failed; not the client's own error
+            extension = error_extension(record, gateway.placeholder_keys)
+        response = error_response(client, err, request_id, extension)
     except asyncio.CancelledError:
         exchange.ended_by = "server" if gateway.closing else "client"
         if exchange.attempt is not None:

@@ -71,6 +71,7 @@ class Gateway:
     access: AccessControl | None = None  # gateway keys and limits; None: neither configured
     running: set[asyncio.Task[Any]] = field(default_factory=set)  # the exchanges' tasks
     pricer: Pricer | None = None  # what exchanges cost; None: built from `settings`
+    placeholder_keys: frozenset[str] = frozenset()  # providers whose key is a stand-in
 
     def __post_init__(self) -> None:
         if self.resilience is None:

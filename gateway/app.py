@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from gateway.access import AccessControl, admin_only, build_access
+from gateway.access.control import AccessControl, admin_only, build_access
 from gateway.access.limits import RENEW_EVERY
 from gateway.audit.opening import open_store
 from gateway.audit.writer import AuditWriter

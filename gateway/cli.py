@@ -8,21 +8,19 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from gateway import event_loop, logs
+from gateway import logs
 from gateway.access.command import add_keys_parser
 from gateway.arg_types import at_least_one
 from gateway.audit.arguments import add_audit_parser
-from gateway.config_source import ConfigSource, config_source
 from gateway.conformance.arguments import add_conformance_parser
-from gateway.listen import ListenAddress, listen_failure, open_listeners, reserve_address
-from gateway.serving import Serving, StartupFailed, run_server
-from gateway.settings import ConfigError, Settings, load_settings
 from gateway.settings_telemetry import LOG_FORMATS, LOG_LEVELS
-from gateway.startup import startup_report, store_location
-from gateway.supervisor import supervise
-from gateway.workers import plan_workers
+
+if TYPE_CHECKING:
+    from gateway.config_source import ConfigSource
+    from gateway.listen import ListenAddress
+    from gateway.settings import Settings
 
 EXIT_STATUS = (
     "exit status: 0 after a stop by SIGTERM, SIGINT or SIGHUP; 2 for a bad argument or "
@@ -109,6 +107,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def listen_address(
     args: argparse.Namespace, settings: Settings, source: ConfigSource
 ) -> ListenAddress:
+    from gateway.listen import ListenAddress
+
     def origin(flag: str, field: str, given: object) -> str:
         if given is not None:
             return flag
@@ -124,6 +124,16 @@ def listen_address(
 
 
 def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    # The serving path is imported here, not for `gateway --help` or another command.
+    from gateway import event_loop
+    from gateway.config_source import config_source
+    from gateway.listen import listen_failure, open_listeners, reserve_address
+    from gateway.serving import Serving, StartupFailed, run_server
+    from gateway.settings import ConfigError, load_settings
+    from gateway.startup import startup_report, store_location
+    from gateway.supervisor import supervise
+    from gateway.workers import plan_workers
+
     source = config_source(args.config, env)
     try:
         settings = load_settings(source.path, env)

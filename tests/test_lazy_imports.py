@@ -100,6 +100,41 @@ def test_serving_without_bedrock_or_vertex_imports_neither(settings: str) -> Non
     assert heavy(imported_by_build_app(settings)) == []
 
 
+# The command line's other commands and `--help` read their arguments only: not the settings
+# (pydantic's models, the providers' pools and with them aiohttp's client), not the serving path.
+SERVING_PATH = (
+    "aiohttp",
+    "providers",
+    "gateway.settings",
+    "gateway.serving",
+    "gateway.supervisor",
+    "gateway.startup",
+    "gateway.app",
+    "gateway.access.control",
+)
+PARSE_ONLY = """
+import sys
+import gateway.cli
+gateway.cli.parse_args({argv})
+print("\\n".join(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.parametrize(
+    "argv", [["keys", "new"], ["audit"], ["conformance", "http://127.0.0.1:9"]]
+)
+def test_the_command_line_reads_arguments_without_the_serving_path(argv: list[str]) -> None:
+    code = PARSE_ONLY.format(argv=argv)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env={}
+    )
+    assert result.returncode == 0, result.stderr
+    modules = set(result.stdout.split())
+    assert "gateway.cli" in modules
+    loaded = [m for m in modules if any(m == t or m.startswith(t + ".") for t in SERVING_PATH)]
+    assert loaded == []
+
+
 def test_a_postgresql_trail_does_not_load_sqlite() -> None:
     postgres = """parse_settings({
         "providers": {"m": {"kind": "mock"}},

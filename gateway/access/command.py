@@ -17,9 +17,6 @@ import getpass
 import sys
 from typing import Any, TextIO
 
-from gateway.access.keys import new_key
-from gateway.settings import hash_key
-
 
 def add_keys_parser(subparsers: Any) -> argparse.ArgumentParser:
     keys: argparse.ArgumentParser = subparsers.add_parser(
@@ -36,6 +33,8 @@ def add_keys_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def sha256_line(key: str) -> str:
+    from gateway.settings import hash_key  # not for `gateway --help`: the settings are heavy
+
     return f'sha256 = "{hash_key(key)}"'
 
 
@@ -45,6 +44,8 @@ def main_keys(
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
     if args.keys_command == "new":
+        from gateway.access.keys import new_key
+
         key = new_key()
         print(key, file=stdout)
         print(sha256_line(key), file=stdout)

@@ -17,7 +17,7 @@ import orjson
 from aiohttp import web
 from pydantic import Field
 
-from gateway.access import forwarded_headers
+from gateway.access.control import forwarded_headers
 from gateway.client_formats import ClientFormat
 from gateway.client_request import ClientRequest
 from gateway.errors import UpstreamProtocolError

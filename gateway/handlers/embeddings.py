@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.access import forwarded_headers
+from gateway.access.control import forwarded_headers
 from gateway.client_request import ClientRequest
 from gateway.cost import Tokens
 from gateway.errors import InvalidRequest, UpstreamProtocolError

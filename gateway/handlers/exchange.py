@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.access import forwarded_headers
+from gateway.access.control import forwarded_headers
 from gateway.agent_guard import identical_tool_call_streak
 from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from gateway.access import AccessControl
+from gateway.access.control import AccessControl
 from gateway.audit.record import AuditRecord
 from gateway.client_formats import ClientFormat
 from gateway.client_request import ClientRequest

@@ -31,6 +31,7 @@ from gateway.encode.responses_body import (
     response_object,
     status_of,
 )
+from gateway.encode.responses_open_items import OpenMessage, OpenReasoning
 from gateway.events import (
     Event,
     MessageStart,
@@ -58,30 +59,6 @@ TEXT_DELTA_END = b',"logprobs":[]}\n\n'
 STREAM_ERROR_CODES = {"rate_limit_error": "rate_limit_exceeded"}
 
 
-class _Message:
-    """The message item being streamed: its parts so far, the part open now."""
-
-    __slots__ = ("delta_tail", "id", "index", "kind", "parts", "text")
-
-    def __init__(self, item_id: str, index: int) -> None:
-        self.id = item_id
-        self.index = index
-        self.parts: list[dict[str, Any]] = []
-        self.kind: str | None = None  # "output_text" | "refusal" while a part is open
-        self.text: list[str] = []
-        self.delta_tail = b""  # the fixed fields of the open text part's delta events
-
-
-class _Reasoning:
-    __slots__ = ("id", "index", "signature", "text")
-
-    def __init__(self, item_id: str, index: int) -> None:
-        self.id = item_id
-        self.index = index
-        self.text: list[str] = []
-        self.signature: str | None = None
-
-
 class ResponsesWriter:
     __slots__ = (
         "_created_at",
@@ -103,8 +80,8 @@ class ResponsesWriter:
         self._model = terms.model
         self._started = False
         self._items: list[Item] = []  # closed items, in output order
-        self._message: _Message | None = None
-        self._reasoning: _Reasoning | None = None
+        self._message: OpenMessage | None = None
+        self._reasoning: OpenReasoning | None = None
         self._held = False  # a tool call arrived: what follows is held until the end
         self._streamed = 0  # characters of text sent live
 
@@ -159,7 +136,7 @@ class ResponsesWriter:
         if self._reasoning is None:
             out.append(self._close_message("completed"))
             index = self._next_index()
-            self._reasoning = _Reasoning(item_id("rs", self._terms, index), index)
+            self._reasoning = OpenReasoning(item_id("rs", self._terms, index), index)
             rs = self._reasoning
             added = {"type": "reasoning", "id": rs.id, "summary": []}
             out.append(self._event("response.output_item.added", output_index=index, item=added))
@@ -219,7 +196,7 @@ class ResponsesWriter:
         message = self._message
         if message is None:
             index = self._next_index()
-            message = self._message = _Message(item_id("msg", self._terms, index), index)
+            message = self._message = OpenMessage(item_id("msg", self._terms, index), index)
             added = {
                 "type": "message",
                 "id": message.id,
@@ -243,7 +220,7 @@ class ResponsesWriter:
             out.append(self._event("response.refusal.delta", **where, delta=text))
         return b"".join(out)
 
-    def _text_delta(self, message: _Message, text: str) -> bytes:
+    def _text_delta(self, message: OpenMessage, text: str) -> bytes:
         """`response.output_text.delta` from a byte template: its fields but the sequence
         number and the delta are fixed for the part (the same bytes `_event` would write)."""
         seq = self._seq
@@ -256,7 +233,7 @@ class ResponsesWriter:
             + TEXT_DELTA_END
         )
 
-    def _open_part(self, message: _Message, kind: str) -> bytes:
+    def _open_part(self, message: OpenMessage, kind: str) -> bytes:
         message.kind = kind
         message.text = []
         where = orjson.dumps(
@@ -280,7 +257,7 @@ class ResponsesWriter:
             part=part,
         )
 
-    def _close_part(self, message: _Message) -> bytes:
+    def _close_part(self, message: OpenMessage) -> bytes:
         if message.kind is None:
             return b""
         text = "".join(message.text)

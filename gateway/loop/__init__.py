@@ -42,7 +42,7 @@ kept), `reading` (a response read into a Turn with the gateway's own SSE decoder
 decoders, stop-reason tables and aggregator), `stops` (the `gateway` extension object).
 """
 
-from gateway.loop.agent import TRUNCATION_MARKER, AgentLoop, CutPolicy, Limits, run_loop
+from gateway.loop.agent import TRUNCATION_MARKER, AgentLoop, run_loop
 from gateway.loop.anthropic_messages import AnthropicMessagesClient
 from gateway.loop.conversation import (
     AssistantMessage,
@@ -73,6 +73,7 @@ from gateway.loop.errors import (
 )
 from gateway.loop.guards import ALL_REFUSED_SUFFIX, STALLED_MESSAGE
 from gateway.loop.http import HTTPModelClient
+from gateway.loop.limits import CutPolicy, Limits
 from gateway.loop.model import ModelClient, ModelRequest
 from gateway.loop.openai_chat import OpenAIChatClient
 from gateway.loop.openai_responses import OpenAIResponsesClient

@@ -8,12 +8,13 @@ import logging
 import os
 import traceback
 from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from gateway.access.control import AccessControl, admin_only, build_access
+from gateway.access.control import AccessControl, admin_only, build_access, require_key
 from gateway.access.limits import RENEW_EVERY
 from gateway.audit.opening import open_store
 from gateway.audit.writer import AuditWriter
@@ -34,6 +35,7 @@ from gateway.handlers import count_tokens, embeddings, meta
 from gateway.handlers.exchange import serve
 from gateway.handlers.exchange_state import Endpoint, Gateway
 from gateway.handlers.stored import stored_response_handlers
+from gateway.live_config import LiveConfig
 from gateway.metrics import GatewayMetrics
 from gateway.observer import ExchangeObserver
 from gateway.placeholder_keys import placeholder_providers
@@ -46,7 +48,8 @@ from gateway.settings import Settings
 from gateway.state import SharedState, open_state
 from providers.registry import build_provider
 
-GATEWAY = web.AppKey("gateway", Gateway)
+GATEWAY = web.AppKey("gateway", Gateway)  # the one the app started with
+LIVE = web.AppKey("live", LiveConfig)  # the one serving now, and its reload
 # The server's own shutdown waits this much beyond the grace before it closes the sockets under
 # the handlers: the gateway stops what is still running at the grace itself, sockets still open.
 STOP_MARGIN = 0.5
@@ -72,13 +75,12 @@ async def unexpected_errors(request: web.Request, handler: Handler) -> web.Strea
         return format_error(request, GatewayError("The gateway failed to handle this request"))
 
 
-def _unchanged(handler: Handler) -> Handler:
-    return handler
+def endpoint(client: ClientFormat, live: LiveConfig, other: Endpoint | None = None) -> Handler:
+    """Each exchange runs to its end with the configuration it started with (`live.gateway` at
+    its start), whatever reloads meanwhile."""
 
-
-def endpoint(client: ClientFormat, gateway: Gateway, other: Endpoint | None = None) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
-        return await serve(client, gateway, request, other)
+        return await serve(client, live.gateway, request, other)
 
     return handle
 
@@ -100,14 +102,17 @@ def websocket_refusal(client: ClientFormat, otherwise: Handler) -> Handler:
 
 
 def keep_state(
-    state: SharedState, access: AccessControl
+    state: SharedState, current: Callable[[], AccessControl | None]
 ) -> Callable[[web.Application], AsyncIterator[None]]:
-    """The shared state's lifetime, and the renewal of the per-key slots this process holds."""
+    """The shared state's lifetime, and the renewal of the per-key slots this process holds
+    (under the access checks `current` returns: a reload may add them)."""
 
     async def renew_slots() -> None:
         while True:
             await asyncio.sleep(RENEW_EVERY)
-            await access.limiter.renew()
+            access = current()
+            if access is not None:
+                await access.limiter.renew()
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         await state.open()
@@ -121,14 +126,10 @@ def keep_state(
     return ctx
 
 
-def share_circuits(
-    sync: CircuitSync, state: SharedState, *, opened: bool
-) -> Callable[[web.Application], AsyncIterator[None]]:
-    """Circuits shared through the state; `opened`: the access checks' context opens it."""
+def share_circuits(sync: CircuitSync) -> Callable[[web.Application], AsyncIterator[None]]:
+    """Circuits shared through the state (opened by `keep_state`, registered before)."""
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
-        if not opened:
-            await state.open()
         sync.circuits.on_local = sync.changed
         pulling = asyncio.create_task(sync.run())
         yield
@@ -136,8 +137,6 @@ def share_circuits(
         with contextlib.suppress(asyncio.CancelledError):
             await pulling
         await sync.drain()
-        if not opened:
-            await state.close()
 
     return ctx
 
@@ -169,20 +168,19 @@ def build_app(
     *,
     metrics_dir: str | None = None,
     prices: Prices | None = None,
+    config_path: Path | None = None,
 ) -> web.Application:
     """The gateway's app. `metrics_dir`: the workers' shared prometheus_client multiprocess
     directory, so `/metrics` reports every worker (gateway.metrics); None for one process.
     `prices`: the price table cut to the configured providers (gateway.price_subset); None:
-    genai-prices' whole table."""
+    genai-prices' whole table. `config_path`: the file a reload (`app[LIVE].reload()`) rereads;
+    None: `$GATEWAY_CONFIG` or the built-in default."""
     limits = settings.limits
     app = web.Application(client_max_size=limits.max_body_bytes, middlewares=[unexpected_errors])
     app[HTTP_LIMITS] = HttpLimits(limits.max_header_bytes, limits.max_headers)
     app[LEAN_POSTS] = True  # the endpoints' handlers read only what LeanRequest offers
     providers = {name: build_provider(name, cfg, env) for name, cfg in settings.providers.items()}
     metrics = GatewayMetrics(limits.metric_models, multiprocess_dir=metrics_dir)
-    publish_pools = metrics.watch_pools(
-        lambda: {name: p.pool_stats() for name, p in providers.items()}
-    )
     observer = ExchangeObserver(metrics)
     if settings.telemetry.export is not None:  # OpenTelemetry is imported only then
         from gateway.otel import export_spans
@@ -212,14 +210,65 @@ def build_app(
     log.debug("price table", extra={"price_providers": gateway.pricer.table_providers()})
     if access is not None:
         observer.settle = access.finished
-        app.cleanup_ctx.append(keep_state(state, access))
+    sync: CircuitSync | None = None
     if state.kind != "memory" and settings.circuit.failures:
-        targets = [t.key for route in settings.routes for t in route.target_list()]
         errors = metrics.state_errors
         sync = CircuitSync(
-            resilience.circuits, state, targets, on_error=lambda op: errors.labels(op).inc()
+            resilience.circuits,
+            state,
+            route_targets(settings),
+            on_error=lambda op: errors.labels(op).inc(),
         )
-        app.cleanup_ctx.append(share_circuits(sync, state, opened=access is not None))
+
+    async def rebuild(new: Settings, old: Gateway) -> Gateway:
+        """The Gateway of a reloaded configuration: the providers whose settings did not change
+        are kept (their pools stay warm), so are the circuits while [circuit] is the same."""
+        kept = {
+            name: old.providers[name]
+            for name, cfg in new.providers.items()
+            if name in old.providers and old.settings.providers.get(name) == cfg
+        }
+        fresh = {
+            name: build_provider(name, cfg, env)
+            for name, cfg in new.providers.items()
+            if name not in kept
+        }
+        for provider in fresh.values():
+            await provider.start()
+        resilience = Resilience(new, on_circuit=metrics.circuit)
+        assert old.resilience is not None
+        if new.circuit == old.settings.circuit:
+            resilience.circuits = old.resilience.circuits
+            resilience.balancer = old.resilience.balancer
+        if sync is not None:
+            sync.circuits = resilience.circuits
+            sync.circuits.on_local = sync.changed
+            sync.targets = tuple(dict.fromkeys(route_targets(new)))
+        access = old.access
+        if access is not None:
+            access.reconfigure(new)
+        else:
+            access = build_access(new, state, metrics)
+            if access is not None:
+                observer.settle = access.finished
+        return Gateway(
+            new,
+            {name: kept.get(name) or fresh[name] for name in new.providers},
+            observer,
+            response_store,
+            resilience=resilience,
+            access=access,
+            pricer=old.pricer,
+            placeholder_keys=placeholder_providers(new, env),
+        )
+
+    live = app[LIVE] = LiveConfig(gateway, rebuild, config_path, env, on_result=metrics.reload)
+    publish_pools = metrics.watch_pools(
+        lambda: {name: p.pool_stats() for name, p in live.gateway.providers.items()}
+    )
+    app.cleanup_ctx.append(keep_state(state, lambda: live.gateway.access))
+    if sync is not None:
+        app.cleanup_ctx.append(share_circuits(sync))
 
     audit_source = AuditSource()
 
@@ -254,7 +303,8 @@ def build_app(
         for provider in providers.values():
             await provider.start()
         yield
-        for provider in providers.values():
+        await live.close()
+        for provider in live.providers():
             await provider.close()
 
     async def keep_responses(app: web.Application) -> AsyncIterator[None]:
@@ -263,12 +313,12 @@ def build_app(
         await response_store.close()
 
     async def closing(app: web.Application) -> None:
-        gateway.closing = True  # what is cancelled from now on, the server ended
+        live.closing()  # what is cancelled from now on, the server ended
         # When the grace ends the gateway ends what is still running itself, before the server
         # closes the sockets (STOP_MARGIN later), so streams get their format's error event and
         # answers not started a 503.
         grace = settings.server.shutdown_grace
-        asyncio.get_running_loop().call_later(grace, gateway.stop_exchanges)
+        asyncio.get_running_loop().call_later(grace, live.stop_exchanges)
 
     app.cleanup_ctx.append(audit_writer)
     app.cleanup_ctx.append(close_providers)
@@ -278,26 +328,30 @@ def build_app(
     app.on_shutdown.append(closing)
 
     async def models(request: web.Request) -> web.StreamResponse:
-        return meta.models_response(request, settings, providers)
+        return meta.models_response(request, live.settings, live.gateway.providers)
 
     async def metrics_text(request: web.Request) -> web.StreamResponse:
         body = metrics.render()
         return web.Response(body=body, headers={"content-type": CONTENT_TYPE_LATEST})
 
-    # Behind a gateway key (or the admin key) once keys are configured; unchanged without.
-    keyed: Callable[[Handler], Handler] = access.require_key if access else _unchanged
+    def keyed(handler: Handler) -> Handler:
+        """Behind a gateway key once keys are configured (a reload may configure them)."""
+        return require_key(lambda: live.gateway.access, handler)
+
+    def admin(handler: Handler) -> Handler:
+        return admin_only(lambda: live.settings, handler)
 
     async def not_found(request: web.Request) -> web.Response:
         return format_error(request, NotFound(f"No endpoint {request.method} {request.path}"))
 
     for client in CLIENT_FORMATS.values():
         for path in client.paths:
-            app.router.add_post(path, endpoint(client, gateway))
+            app.router.add_post(path, endpoint(client, live))
             if client.refuses_websocket:
                 app.router.add_get(path, websocket_refusal(client, not_found))
-    app.router.add_post(count_tokens.PATH, endpoint(ANTHROPIC, gateway, count_tokens.COUNT_TOKENS))
+    app.router.add_post(count_tokens.PATH, endpoint(ANTHROPIC, live, count_tokens.COUNT_TOKENS))
     for path in embeddings.PATHS:
-        app.router.add_post(path, endpoint(OPENAI, gateway, embeddings.EMBED))
+        app.router.add_post(path, endpoint(OPENAI, live, embeddings.EMBED))
     get_stored, delete_stored = stored_response_handlers(response_store)
     for path in RESPONSES.paths:
         app.router.add_get(path + "/{id}", keyed(get_stored))
@@ -306,11 +360,16 @@ def build_app(
     app.router.add_get("/healthz", meta.healthz)
 
     async def health(request: web.Request) -> web.Response:
-        return meta.health_response(settings, resilience.circuits)
+        assert live.gateway.resilience is not None
+        return meta.health_response(live.settings, live.gateway.resilience.circuits)
 
-    app.router.add_get("/health", admin_only(settings, health))
-    app.router.add_get("/metrics", admin_only(settings, metrics_text))
-    add_dashboard(app, audit_source, lambda handler: admin_only(settings, handler))
+    app.router.add_get("/health", admin(health))
+    app.router.add_get("/metrics", admin(metrics_text))
+    add_dashboard(app, audit_source, admin)
     app.router.add_get("/", meta.root)  # also answers HEAD /
     app.router.add_route("*", "/{tail:.*}", not_found)
     return app
+
+
+def route_targets(settings: Settings) -> list[str]:
+    return [t.key for route in settings.routes for t in route.target_list()]

@@ -1,11 +1,12 @@
 """The command line: `gateway serve [--config PATH] [--host H] [--port P] [--workers N]
-[--log-level L] [--log-format F]`, `gateway audit`, `gateway keys hash|new`, `gateway bench` and
-`gateway conformance`."""
+[--log-level L] [--log-format F]`, `gateway audit`, `gateway keys hash|new`, `gateway reload`,
+`gateway bench` and `gateway conformance`."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NoReturn
@@ -15,6 +16,7 @@ from gateway.access.command import add_keys_parser
 from gateway.arg_types import at_least_one
 from gateway.audit.arguments import add_audit_parser
 from gateway.conformance.arguments import add_conformance_parser
+from gateway.reload_command import add_reload_parser
 from gateway.settings_telemetry import LOG_FORMATS, LOG_LEVELS
 
 if TYPE_CHECKING:
@@ -94,6 +96,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     add_audit_parser(commands)
     add_keys_parser(commands)
+    add_reload_parser(commands)
     if argv[:1] == ["bench"]:
         from gateway_bench.arguments import add_bench_parser
 
@@ -128,13 +131,17 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from gateway import event_loop
     from gateway.config_source import config_source
     from gateway.listen import listen_failure, open_listeners, reserve_address
+    from gateway.reread import RELOAD_SIGNAL
     from gateway.serving import Serving, StartupFailed, run_server
     from gateway.settings import ConfigError, load_settings
     from gateway.startup import startup_report, store_location
     from gateway.supervisor import supervise
     from gateway.workers import plan_workers
 
+    # A reload (SIGUSR1) before the app can take it would end the process: it waits till then.
+    signal.pthread_sigmask(signal.SIG_BLOCK, (RELOAD_SIGNAL,))
     source = config_source(args.config, env)
+    config_path = None if source.path is None else str(source.path)
     try:
         settings = load_settings(source.path, env)
     except ConfigError as exc:
@@ -165,8 +172,11 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         print(line.render(), file=sys.stderr)
     location = store_location(audit_store)
     if plan.count > 1:
-        return supervise(settings, plan.count, sockets, address.shown_host(), location)
-    serving = Serving(on_ready=lambda port: _print_listening(address.shown_host(), port))
+        return supervise(settings, plan.count, sockets, address.shown_host(), location, config_path)
+    serving = Serving(
+        on_ready=lambda port: _print_listening(address.shown_host(), port),
+        config_path=config_path,
+    )
     try:
         event_loop.run(run_server(settings, sockets, location, serving))
     except StartupFailed as exc:
@@ -201,6 +211,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gateway.access.command import main_keys
 
         return main_keys(args)
+    if args.command == "reload":
+        from gateway.reload_command import main_reload
+
+        return main_reload(args)
     if args.command == "bench":
         from gateway_bench.command import main_bench
 

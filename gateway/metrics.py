@@ -178,6 +178,12 @@ class GatewayMetrics:
             "Records the store refused even once repaired, set aside",
             registry=r,
         )
+        self.reloads = Counter(
+            "gateway_config_reloads",
+            "Configuration reloads by result: reloaded, or refused (the running one kept)",
+            ["result"],
+            registry=r,
+        )
         self.key_requests = Counter(
             "gateway_key_requests",
             "Exchanges by gateway key and what the access checks decided",
@@ -280,6 +286,9 @@ class GatewayMetrics:
             self.registry.register(PoolCollector(pools))
             return None
         return PoolPublisher(pools, self.registry).publish
+
+    def reload(self, result: str) -> None:
+        self.reloads.labels(result).inc()
 
     def circuit(self, target: str, state: str) -> None:
         self.circuit_state.labels(target).set(STATE_VALUES[state])

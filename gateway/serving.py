@@ -7,7 +7,8 @@ are several (gateway.worker); only what they say differs:
 
 Stopping is the same everywhere: on SIGTERM, SIGINT or SIGHUP (or `Serving.until`, a worker's
 supervisor gone) stop accepting, let in-flight exchanges finish within the grace period, flush
-the audit trail (the app's cleanup) and return.
+the audit trail (the app's cleanup) and return. On SIGUSR1 the process rereads its configuration
+file and serves it from then on (gateway.live_config); a file that does not load is refused.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gateway import logs
 from gateway.listen import BACKLOG, raise_open_files_limit
+from gateway.reread import RELOAD_SIGNAL
 from gateway.settings import Settings
 
 log = logging.getLogger("gateway.cli")
@@ -52,6 +55,7 @@ class Serving:
     stopping: str = "shutting down"
     log_fields: dict[str, Any] = field(default_factory=dict)
     metrics_dir: str | None = None
+    config_path: str | None = None  # the file a reload rereads; None: the built-in default
 
 
 async def run_server(
@@ -69,7 +73,7 @@ async def run_server(
     # this module's signals and causes and never serves, and so never carries the app.
     from aiohttp import web
 
-    from gateway.app import STOP_MARGIN, build_app
+    from gateway.app import LIVE, STOP_MARGIN, build_app
     from gateway.edge import make_runner
 
     raise_open_files_limit()
@@ -83,8 +87,20 @@ async def run_server(
     if serving.until is not None:
         watcher = asyncio.create_task(_note_when(serving.until, received))
     prices = await pending_prices.result()
+    config_path = None if serving.config_path is None else Path(serving.config_path)
+    app = build_app(
+        settings, metrics_dir=serving.metrics_dir, prices=prices, config_path=config_path
+    )
+    live = app[LIVE]
+    reloads: set[asyncio.Task[bool]] = set()
+
+    def reload() -> None:
+        task = asyncio.create_task(live.reload())
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
     runner = make_runner(
-        build_app(settings, metrics_dir=serving.metrics_dir, prices=prices),
+        app,
         access_log=None,
         handle_signals=False,
         shutdown_timeout=settings.server.shutdown_grace + STOP_MARGIN,
@@ -108,6 +124,8 @@ async def run_server(
         gc.set_threshold(GC_YOUNG, 20, 20)
         for sock in listeners:
             await web.SockSite(runner, sock, backlog=BACKLOG).start()
+        loop.add_signal_handler(RELOAD_SIGNAL, reload)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, (RELOAD_SIGNAL,))
         ready = serving.on_ready(listeners[0].getsockname()[1])
         if ready is not None:
             await ready

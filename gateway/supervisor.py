@@ -23,6 +23,9 @@ channel exactly as validated once, so a restarted worker runs what the others ru
 - SIGTERM, SIGINT and SIGHUP are forwarded to every worker (started with those signals blocked,
   so one that is still starting stops as soon as it can handle them); each stops as `gateway
   serve` does, and the supervisor exits 0 once they all exited 0.
+- SIGUSR1 (`gateway reload`) rereads the configuration file: refused (one line) when it does not
+  load, and then no worker is asked; else it is forwarded to every worker, each rereads the file
+  itself (gateway.live_config), and a worker restarted later starts with it.
 - Workers run in their own process group (a terminal's Ctrl-C reaches the supervisor, which
   forwards it once) and watch their channel: if the supervisor is killed, they stop gracefully.
 """
@@ -40,6 +43,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from prometheus_client.multiprocess import mark_process_dead
@@ -47,6 +51,7 @@ from prometheus_client.multiprocess import mark_process_dead
 from gateway.audit.opening import open_store
 from gateway.listen import worker_sockets
 from gateway.private_dir import PrivateDir
+from gateway.reread import RELOAD_SIGNAL, ReloadRefused, reread
 from gateway.responses_store import open_response_store
 from gateway.serving import STOP_SIGNALS, cause
 from gateway.settings import Settings
@@ -80,6 +85,7 @@ def supervise(
     reserved: list[socket.socket],
     shown_host: str,
     audit_location: str,
+    config_path: str | None = None,
 ) -> int:
     """Run `count` workers until a stop signal; the exit status of `gateway serve`."""
     shared = PrivateDir.create()
@@ -87,6 +93,7 @@ def supervise(
         supervisor = Supervisor(
             for_workers(settings, shared.path), count, reserved, shown_host, audit_location, shared
         )
+        supervisor.config_path = config_path
         return asyncio.run(supervisor.run())
     finally:
         for sock in reserved:
@@ -106,6 +113,7 @@ class Supervisor:
         env: Mapping[str, str] = os.environ,
     ) -> None:
         self.settings = settings
+        self.config_path: str | None = None  # the file a reload rereads
         self.slots = [Slot(index) for index in range(1, count + 1)]
         self._reserved = reserved
         self._shown_host = shown_host
@@ -125,6 +133,8 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, self._stop, sig)
+        loop.add_signal_handler(RELOAD_SIGNAL, self._reload)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, (RELOAD_SIGNAL,))  # blocked by `gateway serve`
         problem = await self._open_stores()
         if problem is not None:
             print(f"gateway serve: {problem}", file=sys.stderr, flush=True)
@@ -173,6 +183,21 @@ class Supervisor:
             if process is not None and process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     process.send_signal(sig)
+
+    def _reload(self) -> None:
+        """Check the file once here; when it loads, workers started from now on get it, and
+        every worker running is told to reread it."""
+        path = None if self.config_path is None else Path(self.config_path)
+        try:
+            self.settings, _ = reread(path, os.environ, self.settings)
+        except ReloadRefused as exc:
+            log.error("configuration reload refused, the running one kept: %s", exc)
+            return
+        for slot in self.slots:
+            process = slot.process
+            if process is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(RELOAD_SIGNAL)
 
     def _give_up(self, reason: str) -> None:
         if self._gave_up is None and not self._stopping.is_set():
@@ -240,8 +265,9 @@ class Supervisor:
                 tuple(sock.fileno() for sock in sockets),
                 self._audit_location,
                 self._shared.path,
+                self.config_path,
             )
-            with _blocked(STOP_SIGNALS):  # the mask is inherited through exec
+            with _blocked((*STOP_SIGNALS, RELOAD_SIGNAL)):  # the mask is inherited through exec
                 process = await asyncio.create_subprocess_exec(
                     sys.executable,
                     "-P",  # never a `gateway` directory in the working directory: ours

@@ -62,6 +62,7 @@ async def serve(spec: WorkerSpec, channel: socket.socket, sockets: list[socket.s
         stopping="worker shutting down",
         log_fields={"pid": os.getpid()},
         metrics_dir=spec.metrics_dir,
+        config_path=spec.config_path,
     )
     try:
         await run_server(spec.settings, sockets, spec.audit_location, serving)

@@ -119,6 +119,7 @@ class WorkerSpec:
     sockets: tuple[int, ...]
     audit_location: str
     private_dir: str
+    config_path: str | None = None  # the file a reload rereads; None: the built-in default
 
     @property
     def metrics_dir(self) -> str:

@@ -13,7 +13,7 @@ exchanges pay nothing for any of this.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from aiohttp import web
@@ -46,6 +46,12 @@ class AccessControl:
         self.limiter = Limiter(settings.limits, state, self._state_failed)
         self.metrics = metrics
         self._grants: dict[str, Grant] = {}  # request id -> its grant, until the record is in
+
+    def reconfigure(self, settings: Settings) -> None:
+        """A reloaded configuration's keys and limits, for the exchanges admitted from now on;
+        those running keep the grant (and the key) they were admitted with."""
+        self.keys = KeyRing(settings.keys) if settings.keys else None
+        self.limiter.reconfigure(settings.limits)
 
     async def admit(self, request: ClientRequest, record: AuditRecord) -> None:
         """Before the body is read: the key (401), then the limits (429)."""
@@ -94,19 +100,6 @@ class AccessControl:
             return names
         return tuple(name for name in names if name not in CREDENTIAL_HEADERS)
 
-    def require_key(self, handler: Handler) -> Handler:
-        """`handler` for requests that present a configured key; else 401 in their format."""
-        keys = self.keys
-        if keys is None:
-            return handler
-
-        async def guarded(request: web.Request) -> web.StreamResponse:
-            if keys.find(request.headers) is None:
-                return _refuse(request, unauthorized(request.headers))
-            return await handler(request)
-
-        return guarded
-
     def _state_failed(self, operation: str) -> None:
         self.metrics.state_errors.labels(operation).inc()
 
@@ -121,15 +114,30 @@ def forwarded_headers(
     return {name: headers[name] for name in names if name in headers}
 
 
-def admin_only(settings: Settings, handler: Handler) -> Handler:
-    """`handler` (/metrics) behind the `[admin]` key once gateway keys or an admin key are
-    configured; with keys and no admin key, always 401."""
-    if not settings.keys and not settings.admin.configured:
-        return handler
-    admin = AdminKey(settings.admin.sha256)
+def require_key(current: Callable[[], AccessControl | None], handler: Handler) -> Handler:
+    """`handler` for requests that present a key of the configuration `current` returns (it
+    may be reloaded); else 401 in their format. Unguarded while no keys are configured."""
 
     async def guarded(request: web.Request) -> web.StreamResponse:
-        if not admin.accepts(request.headers):
+        access = current()
+        keys = access.keys if access is not None else None
+        if keys is not None and keys.find(request.headers) is None:
+            return _refuse(request, unauthorized(request.headers))
+        return await handler(request)
+
+    return guarded
+
+
+def admin_only(current: Callable[[], Settings], handler: Handler) -> Handler:
+    """`handler` (/metrics) behind the `[admin]` key once gateway keys or an admin key are
+    configured in the settings `current` returns (they may be reloaded); with keys and no
+    admin key, always 401."""
+
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        settings = current()
+        if not settings.keys and not settings.admin.configured:
+            return await handler(request)
+        if not AdminKey(settings.admin.sha256).accepts(request.headers):
             if settings.admin.configured:
                 return _refuse(request, Unauthorized("This endpoint needs the admin key"))
             err = Unauthorized("This endpoint needs the admin key, and none is configured")

@@ -57,12 +57,16 @@ class Limiter:
         self, limits: LimitsSettings, state: SharedState, on_failure: Callable[[str], None]
     ) -> None:
         self.state = state
-        self.max_concurrent = limits.max_concurrent
-        self.max_per_key = limits.max_concurrent_per_key
+        self.reconfigure(limits)
         self.active = 0  # exchanges holding a place under max_concurrent
         self.held: dict[str, dict[str, None]] = {}  # slot key -> holders in this process
         self._on_failure = on_failure
         self._warned_at = -math.inf
+
+    def reconfigure(self, limits: LimitsSettings) -> None:
+        """The limits for the exchanges entering from now on (a reloaded configuration)."""
+        self.max_concurrent = limits.max_concurrent
+        self.max_per_key = limits.max_concurrent_per_key
 
     # --- this process ---------------------------------------------------------------------------
 

@@ -20,6 +20,8 @@ import math
 import os
 import re
 import shlex
+import shutil
+import subprocess
 import sys
 import tomllib
 from collections import Counter, defaultdict
@@ -57,7 +59,15 @@ COMPOSE = ROOT / "compose.yaml"
 GATEWAY_TOML = DEPLOY / "gateway" / "gateway.toml"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "llm-gateway.json"
 KUBERNETES = DEPLOY / "kubernetes"
-SERVICES = {"gateway", "postgres", "redis", "otel-collector", "prometheus", "grafana"}
+SERVICES = {
+    "gateway",
+    "loadbalancer",
+    "postgres",
+    "redis",
+    "otel-collector",
+    "prometheus",
+    "grafana",
+}
 # The secrets the configs name, with test values (never real keys).
 ENV = {
     "GATEWAY_KEY": "test-gateway-key-0001",
@@ -320,7 +330,10 @@ def test_compose_runs_the_whole_stack_with_healthchecks_and_ordered_starts():
     # published at all.
     published = {name: s.get("ports", []) for name, s in services.items()}
     assert not published["postgres"] and not published["redis"]
-    for name in ("gateway", "grafana", "prometheus"):
+    # The replicas are reached through the load balancer only, which waits for them.
+    assert not published["gateway"] and gateway["deploy"]["replicas"] == "${GATEWAY_REPLICAS:-3}"
+    assert services["loadbalancer"]["depends_on"] == {"gateway": healthy}
+    for name in ("loadbalancer", "grafana", "prometheus"):
         (port,) = published[name]
         loopback = r"\$\{[A-Z]+_BIND:-127\.0\.0\.1\}:\$\{[A-Z]+_PORT:-\d+\}:\d+"
         assert re.fullmatch(loopback, port), port
@@ -400,7 +413,9 @@ def test_prometheus_scrapes_the_gateway_with_the_admin_key_secret():
     config = load_yaml(DEPLOY / "prometheus" / "prometheus.yml")
     (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "llm-gateway"]
     assert job["metrics_path"] == "/metrics"
-    assert job["static_configs"] == [{"targets": ["gateway:8080"]}]
+    assert job["dns_sd_configs"] == [
+        {"names": ["gateway"], "type": "A", "port": 8080, "refresh_interval": "30s"}
+    ]
     # The bearer token file is the compose secret made from the variable [admin] names.
     auth = job["authorization"]
     assert auth["type"] == "Bearer"
@@ -1239,3 +1254,15 @@ def test_kubernetes_manifests_run_n_non_root_replicas_sharing_postgresql_and_red
     # The image's default command serves on all interfaces at the container port.
     assert container["args"] == ["serve", "--host", "0.0.0.0", "--port", str(port["containerPort"])]
     assert pod["terminationGracePeriodSeconds"] > settings.server.shutdown_grace
+
+
+def test_the_compose_load_balancer_config_is_valid_haproxy():
+    """deploy/haproxy/haproxy.cfg, checked by the HAProxy of Debian's package (.ci/haproxy.sh)
+    the scale-out tests run: the image's 2.6 line."""
+    haproxy = os.environ.get("GATEWAY_TEST_HAPROXY") or shutil.which("haproxy")
+    if haproxy is None:
+        pytest.skip("needs haproxy: run `source .ci/haproxy.sh` as root, as .ci/run does")
+    config = DEPLOY / "haproxy" / "haproxy.cfg"
+    done = subprocess.run([haproxy, "-c", "-f", str(config)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "server-template gateway 3 gateway:8080 check" in config.read_text()

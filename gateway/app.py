@@ -169,12 +169,14 @@ def build_app(
     metrics_dir: str | None = None,
     prices: Prices | None = None,
     config_path: Path | None = None,
+    adapt: Callable[[Settings], Settings] | None = None,
 ) -> web.Application:
     """The gateway's app. `metrics_dir`: the workers' shared prometheus_client multiprocess
     directory, so `/metrics` reports every worker (gateway.metrics); None for one process.
     `prices`: the price table cut to the configured providers (gateway.price_subset); None:
     genai-prices' whole table. `config_path`: the file a reload (`app[LIVE].reload()`) rereads;
-    None: `$GATEWAY_CONFIG` or the built-in default."""
+    None: `$GATEWAY_CONFIG` or the built-in default; `adapt`: what the process made of the
+    file's settings (a worker's gateway.workers.for_workers), done to the reloaded ones too."""
     limits = settings.limits
     app = web.Application(client_max_size=limits.max_body_bytes, middlewares=[unexpected_errors])
     app[HTTP_LIMITS] = HttpLimits(limits.max_header_bytes, limits.max_headers)
@@ -241,9 +243,7 @@ def build_app(
             resilience.circuits = old.resilience.circuits
             resilience.balancer = old.resilience.balancer
         if sync is not None:
-            sync.circuits = resilience.circuits
-            sync.circuits.on_local = sync.changed
-            sync.targets = tuple(dict.fromkeys(route_targets(new)))
+            sync.retarget(resilience.circuits, route_targets(new))
         access = old.access
         if access is not None:
             access.reconfigure(new)
@@ -262,7 +262,9 @@ def build_app(
             placeholder_keys=placeholder_providers(new, env),
         )
 
-    live = app[LIVE] = LiveConfig(gateway, rebuild, config_path, env, on_result=metrics.reload)
+    live = app[LIVE] = LiveConfig(
+        gateway, rebuild, config_path, env, on_result=metrics.reload, adapt=adapt
+    )
     publish_pools = metrics.watch_pools(
         lambda: {name: p.pool_stats() for name, p in live.gateway.providers.items()}
     )

@@ -28,7 +28,6 @@ from providers.base import Provider
 
 log = logging.getLogger("gateway.reload")
 
-
 RETIRED_POLL = 0.1  # seconds between two looks at whether a retired configuration is idle
 
 Rebuild = Callable[[Settings, Gateway], Awaitable[Gateway]]
@@ -45,6 +44,7 @@ class LiveConfig:
         path: Path | None,
         env: Mapping[str, str] = os.environ,
         on_result: Callable[[str], None] | None = None,
+        adapt: Callable[[Settings], Settings] | None = None,
     ) -> None:
         self.gateway = gateway
         self.generation = 1
@@ -53,6 +53,7 @@ class LiveConfig:
         self._path = path
         self._env = env
         self._on_result = on_result
+        self._adapt = adapt or (lambda settings: settings)
         self._lock = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
 
@@ -85,7 +86,7 @@ class LiveConfig:
         async with self._lock:
             old = self.gateway
             try:
-                settings, ignored = reread(self._path, self._env, old.settings)
+                settings, ignored = reread(self._path, self._env, old.settings, self._adapt)
                 new = await self._rebuild(settings, old)
             except ReloadRefused as exc:
                 return self._refused(str(exc))

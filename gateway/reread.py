@@ -10,10 +10,9 @@ with it blocked, as it does the stop signals. Below the app, so the supervisor a
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from gateway.responses_store.base import SHARED_MEMORY
 from gateway.settings import ConfigError, Settings, load_settings
 
 RELOAD_SIGNAL = signal.SIGUSR1
@@ -27,30 +26,24 @@ class ReloadRefused(Exception):
 
 
 def reread(
-    path: Path | None, env: Mapping[str, str], running: Settings
+    path: Path | None,
+    env: Mapping[str, str],
+    running: Settings,
+    adapt: Callable[[Settings], Settings] = lambda settings: settings,
 ) -> tuple[Settings, list[str]]:
     """The file's settings over what only a restart changes (kept from `running`), and the names
-    of what the file changes there and is not applied. ReloadRefused when it does not load."""
+    of what the file changes there and is not applied. `adapt`: what the process did to the
+    file's settings at its start (gateway.workers.for_workers), done to the new ones before they
+    are compared. ReloadRefused when it does not load."""
     try:
-        fresh = load_settings(path, env)
+        fresh = adapt(load_settings(path, env))
     except ConfigError as exc:
         raise ReloadRefused("; ".join(str(exc).splitlines())) from None
     kept: dict[str, object] = {name: getattr(running, name) for name in KEPT_SECTIONS}
-    ignored = [
-        name for name in KEPT_SECTIONS if getattr(fresh, name) != _as_configured(running, name)
-    ]
+    ignored = [name for name in KEPT_SECTIONS if getattr(fresh, name) != kept[name]]
     limits = {name: getattr(running.limits, name) for name in KEPT_LIMITS}
     ignored += [f"limits.{n}" for n in KEPT_LIMITS if getattr(fresh.limits, n) != limits[n]]
     kept["limits"] = fresh.limits.model_copy(update=limits)
     # --log-level and --log-format made the running [logging]: it stays, and is not reported.
     kept["logging"] = running.logging
     return fresh.model_copy(update=kept), ignored
-
-
-def _as_configured(running: Settings, name: str) -> object:
-    """The running section as the file said it: workers share the in-memory Responses store as
-    one SQLite file (gateway.workers.for_workers)."""
-    section = getattr(running, name)
-    if name == "responses" and running.responses.store.startswith(SHARED_MEMORY):
-        return section.model_copy(update={"store": "memory"})
-    return section

@@ -56,6 +56,7 @@ class Serving:
     log_fields: dict[str, Any] = field(default_factory=dict)
     metrics_dir: str | None = None
     config_path: str | None = None  # the file a reload rereads; None: the built-in default
+    adapt: Callable[[Settings], Settings] | None = None  # done to a reload's settings too
 
 
 async def run_server(
@@ -89,7 +90,11 @@ async def run_server(
     prices = await pending_prices.result()
     config_path = None if serving.config_path is None else Path(serving.config_path)
     app = build_app(
-        settings, metrics_dir=serving.metrics_dir, prices=prices, config_path=config_path
+        settings,
+        metrics_dir=serving.metrics_dir,
+        prices=prices,
+        config_path=config_path,
+        adapt=serving.adapt,
     )
     live = app[LIVE]
     reloads: set[asyncio.Task[bool]] = set()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -189,7 +190,8 @@ class Supervisor:
         every worker running is told to reread it."""
         path = None if self.config_path is None else Path(self.config_path)
         try:
-            self.settings, _ = reread(path, os.environ, self.settings)
+            adapt = functools.partial(for_workers, private_dir=self._shared.path)
+            self.settings, _ = reread(path, os.environ, self.settings, adapt)
         except ReloadRefused as exc:
             log.error("configuration reload refused, the running one kept: %s", exc)
             return

@@ -12,6 +12,7 @@ forwards them), exit status 0; 1 when its app could not start.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from gateway import event_loop, logs
 from gateway.private_dir import PrivateDir
 from gateway.serving import Serving, StartupFailed, run_server
-from gateway.workers import WorkerSpec, read_spec
+from gateway.workers import WorkerSpec, for_workers, read_spec
 
 log = logging.getLogger("gateway.worker")
 SUPERVISOR_GONE = "supervisor gone"
@@ -63,6 +64,7 @@ async def serve(spec: WorkerSpec, channel: socket.socket, sockets: list[socket.s
         log_fields={"pid": os.getpid()},
         metrics_dir=spec.metrics_dir,
         config_path=spec.config_path,
+        adapt=functools.partial(for_workers, private_dir=spec.private_dir),
     )
     try:
         await run_server(spec.settings, sockets, spec.audit_location, serving)

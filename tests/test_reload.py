@@ -268,6 +268,8 @@ async def test_gateway_reload_reaches_every_worker_and_checks_the_file_first(sta
     assert done.returncode == 0, done.stderr
     lines = await stack.wait_for("configuration reloaded", 2)
     assert sorted(line["worker"] for line in lines) == [1, 2]
+    # The workers' shared Responses file is what they made of the file's memory store: no restart.
+    assert not [line for line in lines if "needs_restart" in line]
     answers = [await ask(base) for _ in range(12)]  # new connections: both workers serve
     assert all(status == 200 and b"bravo" in body for status, body in answers)
 

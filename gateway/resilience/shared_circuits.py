@@ -41,6 +41,12 @@ class CircuitSync:
         self._on_error = on_error
         self._writes: set[asyncio.Task[None]] = set()
 
+    def retarget(self, circuits: Circuits, targets: Sequence[str]) -> None:
+        """A reloaded configuration's circuits and targets."""
+        circuits.on_local = self.changed
+        self.circuits = circuits
+        self.targets = tuple(dict.fromkeys(targets))
+
     def changed(self, target: str, state: str) -> None:
         """A local state change (the circuits' `on_state`): opened or closed, tell the peers."""
         if state == OPEN:

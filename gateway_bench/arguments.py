@@ -30,6 +30,7 @@ performance targets as a pass/fail checklist.
   gateway bench --growth                         # CPU growth with stream length, request
                                                  # size and open streams
   gateway bench --json out.json --plot out.png   # everything, and the latency CDFs
+  gateway bench --suite field                    # the field's six workloads (below)
 
 Another gateway given with --compare (or --gateway-url) must route the model names the bench
 sends to the fake upstream: `bench-*` to its OpenAI Chat endpoint (<upstream>/v1), `xbench-*` to
@@ -38,6 +39,14 @@ port with --upstream-port, and see --print-config for the gateway's own configur
 The scenario is in the model name (`bench-c20-p1`: 20 chunks, paced 1 ms apart), so the other
 gateway must pass the name through (--compare-model 'openai/{model}' rewrites it on the way);
 config/bench-litellm.yaml does so for LiteLLM proxy. Only loopback targets are accepted.
+
+--suite field runs the shape of the field's public 2-vCPU benchmark: Chat, Responses and
+Messages, each streamed and not (`bench-*`, `rbench-*`, `abench-*`: each client wire to the same
+wire upstream); per workload and target 8,000 requests at concurrency 10 (p50, p99, time to first
+token) and a capacity sweep at concurrency 1, 16 and 128 (peak req/s), in two trials of random
+order; peak RSS, per worker too; cold start (process start to first answer). The gateway runs
+with the audit trail on and, beside it, off; every figure also as a ratio to the direct call to
+the fake upstream in the same trial; the published table beside it, and the targets.
 """
 
 
@@ -87,6 +96,12 @@ def add_bench_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     what = bench.add_argument_group("what to measure")
+    what.add_argument(
+        "--suite",
+        choices=("matrix", "field"),
+        default="matrix",
+        help="matrix: the cost matrix (default); field: the field's six workloads",
+    )
     what.add_argument("--quick", action="store_true", help="a smoke run: c1 and c8, 1 rep, 0.3 s")
     what.add_argument("--growth", action="store_true", help="the cost-growth series instead")
     what.add_argument("--reps", type=positive(int), help="repetitions per cell (default 3)")
@@ -103,14 +118,24 @@ def add_bench_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser
         "--idle-streams", type=csv_ints, help="held-stream levels of the idle probe (100,500,1000)"
     )
     what.add_argument("--no-idle", action="store_true", help="skip the idle-stream probe")
+    field = bench.add_argument_group("--suite field")
+    field.add_argument("--requests", type=positive(int), help="per latency run (8000)")
+    field.add_argument("--trials", type=positive(int), help="randomized trials (2)")
+    field.add_argument("--sweep", type=csv_ints, help="the sweep's concurrencies (1,16,128)")
+    field.add_argument("--cold-starts", type=positive(int), help="starts per gateway (5)")
+    field.add_argument(
+        "--audit", type=csv_names(["on", "off"]), help="the gateways started: on,off (default)"
+    )
+    field.add_argument("--seed", type=int, help="of the trials' random orders (2026)")
+    field.add_argument("--markdown", metavar="FILE", help="the tables as Markdown ('-': stdout)")
     where = bench.add_argument_group("targets")
     where.add_argument("--gateway-url", help="a gateway already running, instead of starting one")
     where.add_argument("--gateway-pid", type=int, help="its process (default: found by its port)")
     where.add_argument(
         "--workers",
         type=positive(int),
-        default=1,
-        help="gateway serve --workers for the gateway it starts (default 1: one process)",
+        help="gateway serve --workers for the gateway it starts (default: 1 for the matrix, "
+        "the gateway's own default, one per core, for --suite field)",
     )
     where.add_argument("--upstream-port", type=int, default=0, help="the fake upstream's port")
     where.add_argument("--compare", metavar="URL", help="another gateway, measured alongside")
@@ -123,6 +148,12 @@ def add_bench_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser
     where.add_argument("--compare-key", help="its key, sent as bearer and x-api-key; never shown")
     where.add_argument("--compare-key-env", help="the environment variable holding its key")
     where.add_argument("--compare-pid", type=int, help="its process (default: found by its port)")
+    where.add_argument(
+        "--compare-start",
+        metavar="COMMAND",
+        help="--suite field: a shell command that starts it, listening at --compare's URL; the "
+        "bench times its cold starts, then starts it for the runs and stops it at the end",
+    )
     out = bench.add_argument_group("output")
     out.add_argument("--json", metavar="FILE", help="everything as JSON; '-' for stdout only")
     out.add_argument("--plot", metavar="FILE.png", help="latency distributions (needs [bench])")

@@ -6,10 +6,11 @@ the fake upstream answering. The request is encoded once per job (`Request.from_
 request the connection keeps a few timestamps and looks for the bytes that end a complete
 answer (a stream's terminator, `[DONE]`, `message_stop`, ...; a whole answer's stop value)
 in what arrives, keeping only as much of the previous read as a marker split across two reads
-needs.
+needs. For a stream it also notes when the first content word arrives (`FIRST_TOKEN`): the time
+to first token, after the events that open a stream and carry no text.
 
     connection = await connect(request)
-    status, ttfb, latency, ended = await connection.send(request.data)
+    status, ttfb, latency, ended, ttft = await connection.send(request.data)
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ import httptools
 
 from gateway_bench.wires import WIRES
 
-Outcome = tuple[int, float, float, bool]  # status, time to first byte, latency, ended
+# status, time to first byte, latency, ended, time to first token (0.0: none seen)
+Outcome = tuple[int, float, float, bool, float]
+
+# The first content word every answer of the fake upstream starts with
+# (`gateway_bench.scenario.words`): a streamed answer's time to first token is when it arrives.
+FIRST_TOKEN = b"Hello"
 
 
 class RequestFailed(Exception):
@@ -65,7 +71,7 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, marker: bytes) -> None:
         self._marker = marker
-        self._keep = max(1, len(marker) - 1)  # bytes kept to find a marker split across reads
+        self._keep = max(len(marker), len(FIRST_TOKEN), 2) - 1  # a marker split across reads
         self._parser = httptools.HttpResponseParser(self)
         self.transport: asyncio.Transport | None = None
         self.closed = False
@@ -77,6 +83,7 @@ class Connection(asyncio.Protocol):
         self._first: asyncio.Future[float] | None = None
         self._status = 0
         self._ttfb = 0.0
+        self._ttft = 0.0
         self._ended = False
         self._tail = b""
 
@@ -110,7 +117,7 @@ class Connection(asyncio.Protocol):
 
     def _start(self, data: bytes) -> None:
         assert self.transport is not None
-        self._status, self._ttfb, self._ended, self._tail = 0, 0.0, False, b""
+        self._status, self._ttfb, self._ttft, self._ended, self._tail = 0, 0.0, 0.0, False, b""
         self.started = time.perf_counter()
         self.transport.write(data)
 
@@ -132,6 +139,8 @@ class Connection(asyncio.Protocol):
                 self._first.set_result(self._ttfb - self.started)
         if not self._ended:
             window = self._tail + body if self._tail else body
+            if not self._ttft and FIRST_TOKEN in window:
+                self._ttft = time.perf_counter()
             if self._marker in window:
                 self._ended = True
             else:
@@ -146,8 +155,9 @@ class Connection(asyncio.Protocol):
             self.finished = True
             return
         ttfb = (self._ttfb or end) - started
+        ttft = self._ttft - started if self._ttft else 0.0
         if not waiter.done():
-            waiter.set_result((self._status, ttfb, end - started, self._ended))
+            waiter.set_result((self._status, ttfb, end - started, self._ended, ttft))
 
 
 async def connect(request: Request) -> Connection:

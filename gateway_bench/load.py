@@ -53,6 +53,7 @@ class ClosedLoop:
         self.slots: list[Connection | None] = [None] * concurrency
         self.latencies: list[float] = []
         self.ttfbs: list[float] = []
+        self.ttfts: list[float] = []
         self.errors: collections.Counter[str] = collections.Counter()
         self.issued = 0
 
@@ -69,7 +70,7 @@ class ClosedLoop:
                 await asyncio.sleep(CONNECT_BACKOFF_S)
                 return
         try:
-            status, ttfb, latency, ended = await connection.send(self.request.data)
+            status, ttfb, latency, ended, ttft = await connection.send(self.request.data)
         except RequestFailed as exc:
             errors[exc.kind] += 1
             self.slots[slot] = None
@@ -81,6 +82,8 @@ class ClosedLoop:
         elif errors is self.errors:
             self.latencies.append(latency)
             self.ttfbs.append(ttfb)
+            if ttft:
+                self.ttfts.append(ttft)
 
     async def warm(self, slot: int, count: int, errors: collections.Counter[str]) -> None:
         for _ in range(count):
@@ -116,12 +119,14 @@ class Watched:
         self.cpu0 = {name: tree.cpu_seconds() for name, tree in self.trees.items()}
         self.rss0 = {name: tree.rss_bytes() for name, tree in self.trees.items()}
         self.rss_max = dict(self.rss0)
+        self.largest_max = {name: tree.rss_of_largest() for name, tree in self.trees.items()}
 
     async def sample(self) -> None:
         while True:
             await asyncio.sleep(RSS_EVERY_S)
             for name, tree in self.trees.items():
                 self.rss_max[name] = max(self.rss_max[name], tree.rss_bytes())
+                self.largest_max[name] = max(self.largest_max[name], tree.rss_of_largest())
 
     def result(self) -> dict[str, Any]:
         out = {}
@@ -132,6 +137,7 @@ class Watched:
                 "rss_start_mb": self.rss0[name] / 2**20,
                 "rss_max_mb": max(self.rss_max[name], rss) / 2**20,
                 "rss_end_mb": rss / 2**20,
+                "process_rss_max_mb": max(self.largest_max[name], tree.rss_of_largest()) / 2**20,
                 "pss_end_mb": tree.pss_bytes() / 2**20,
                 "processes": len(tree.pids),
             }
@@ -168,6 +174,7 @@ async def run_job(state: Held, job: dict[str, Any]) -> dict[str, Any]:
         watchdog.cancel()
         loop.close()
     latencies, ttfbs = milliseconds(loop.latencies), milliseconds(loop.ttfbs)
+    ttfts = milliseconds(loop.ttfts)
     ok = len(latencies)
     return {
         "requests": loop.issued,
@@ -178,6 +185,7 @@ async def run_job(state: Held, job: dict[str, Any]) -> dict[str, Any]:
         "rps": ok / elapsed if elapsed > 0 else 0.0,
         "latency_ms": stats.summary(latencies),
         "ttfb_ms": stats.summary(ttfbs),
+        "ttft_ms": stats.summary(ttfts),
         "latency_quantiles_ms": stats.quantiles(latencies),
         "loadgen_cpu_s": own_cpu,
         "servers": servers,

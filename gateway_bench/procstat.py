@@ -105,6 +105,10 @@ class ProcessTree:
     def rss_bytes(self) -> int:
         return sum(rss_pages(pid) for pid in self.pids) * PAGE_SIZE
 
+    def rss_of_largest(self) -> int:
+        """The resident set of the tree's largest process: a worker's, under a supervisor."""
+        return max((rss_pages(pid) for pid in self.pids), default=0) * PAGE_SIZE
+
     def pss_bytes(self) -> int:
         return sum(pss_kilobytes(pid) for pid in self.pids) * 1024
 

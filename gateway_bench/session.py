@@ -58,6 +58,22 @@ def pids_of(given: int | None, url: str, what: str, warn: Console) -> tuple[int,
     return tuple(found[:1])
 
 
+def compare_target(args: argparse.Namespace, warn: Console, find_pid: bool = True) -> Target:
+    """The gateway `--compare` names, with its pid found behind its port when not given (and
+    `find_pid`: not before it runs)."""
+    pids = pids_of(args.compare_pid, args.compare, args.compare_name, warn) if find_pid else ()
+    target = Target.from_url(
+        "compare", args.compare_name, args.compare, pids, args.compare_model, compare_key(args)
+    )
+    if not target.follows_scenarios:
+        warn.print(
+            "gateway bench: --compare-model has no {model}: every cell sends it the same "
+            "name, so its streams are not paced and it is left out of the idle probe",
+            markup=False,
+        )
+    return target
+
+
 def execute(args: argparse.Namespace, plan: Plan, progress: Reporter, warn: Console) -> Any:
     started = time.time()
     raise_open_files_limit()
@@ -78,23 +94,7 @@ def execute(args: argparse.Namespace, plan: Plan, progress: Reporter, warn: Cons
             logs["gateway"] = GatewayLog(log)
         targets = [gateway]
         if args.compare:
-            pids = pids_of(args.compare_pid, args.compare, args.compare_name, warn)
-            targets.append(
-                Target.from_url(
-                    "compare",
-                    args.compare_name,
-                    args.compare,
-                    pids,
-                    args.compare_model,
-                    compare_key(args),
-                )
-            )
-            if not targets[-1].follows_scenarios:
-                warn.print(
-                    "gateway bench: --compare-model has no {model}: every cell sends it the same "
-                    "name, so its streams are not paced and it is left out of the idle probe",
-                    markup=False,
-                )
+            targets.append(compare_target(args, warn))
         bench = Bench(plan, direct, targets, children.load_generator(), progress, logs)
         document = measure(bench, args.growth)
     document["bench"] = about(args, started)

@@ -50,10 +50,24 @@ def test_a_run_against_every_wire(processes, wire, stream):
     assert result["errors"] == {} and result["warmup_errors"] == {}
     assert result["ok"] == result["requests"] > 0
     assert result["latency_ms"]["p50"] > 0 and result["ttfb_ms"]["p50"] > 0
+    assert 0 < result["ttft_ms"]["p50"] <= result["latency_ms"]["p50"]
     assert len(result["latency_quantiles_ms"]) == 101
     server = result["servers"]["server"]
     assert server["processes"] == 1 and server["rss_max_mb"] > 0 and server["cpu_s"] >= 0
     assert 0 < server["pss_end_mb"] <= server["rss_end_mb"]
+    assert server["process_rss_max_mb"] == server["rss_max_mb"]  # one process: the same
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic", "openai_responses"])
+def test_time_to_first_token_is_the_first_content_word_not_the_first_byte(processes, wire):
+    """A paced stream (20 chunks, 15 ms apart) opens with events that carry no text: the
+    first token arrives at least one pace (a sleep, never shorter) after the first byte, the
+    end 20 paces after it."""
+    upstream, load = processes
+    result = load.job(job(upstream, wire, "bench-c20-p15", True, concurrency=1, warmup=1))
+    ttfb, ttft = result["ttfb_ms"]["p50"], result["ttft_ms"]["p50"]
+    latency = result["latency_ms"]["p50"]
+    assert ttfb + 10 <= ttft < latency / 4
 
 
 def test_a_request_cap_ends_a_run(processes):

@@ -16,12 +16,14 @@ from gateway.access.command import add_keys_parser
 from gateway.arg_types import at_least_one
 from gateway.audit.arguments import add_audit_parser
 from gateway.conformance.arguments import add_conformance_parser
+from gateway.log_choices import LOG_FORMATS, LOG_LEVELS
 from gateway.reload_command import add_reload_parser
-from gateway.settings_telemetry import LOG_FORMATS, LOG_LEVELS
 
 if TYPE_CHECKING:
     from gateway.config_source import ConfigSource
+    from gateway.launch import Launch
     from gateway.listen import ListenAddress
+    from gateway.price_subset import PendingPrices
     from gateway.settings import Settings
 
 EXIT_STATUS = (
@@ -127,16 +129,41 @@ def listen_address(
 
 
 def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    # First of all, the processes that start on their own: the price table's child reads the
+    # table, and with `--workers N` the workers import the serving stack, while this process
+    # imports, validates and prepares; they get what they wait for once it is known.
+    from gateway.price_subset import PendingPrices
+
+    prices = PendingPrices.begin()
+    launch = None
+    if args.workers is not None and args.workers > 1:
+        from gateway.launch import Launch
+
+        launch = Launch.begin(args.workers, env)
+    try:
+        return _serve(args, env, prices, launch)
+    finally:
+        prices.abandon()  # asked already when the gateway started: a no-op then
+
+
+def _serve(
+    args: argparse.Namespace, env: Mapping[str, str], prices: PendingPrices, launch: Launch | None
+) -> int:
     # The serving path is imported here, not for `gateway --help` or another command.
     from gateway import event_loop
     from gateway.config_source import config_source
     from gateway.listen import listen_failure, open_listeners, reserve_address
-    from gateway.reread import RELOAD_SIGNAL
     from gateway.serving import Serving, StartupFailed, run_server
     from gateway.settings import ConfigError, load_settings
+    from gateway.signals import RELOAD_SIGNAL
     from gateway.startup import startup_report, store_location
-    from gateway.supervisor import supervise
     from gateway.workers import plan_workers
+
+    def fail(status: int, line: str) -> int:
+        if launch is not None:
+            launch.abandon()
+        print(line, file=sys.stderr)
+        return status
 
     # A reload (SIGUSR1) before the app can take it would end the process: it waits till then.
     signal.pthread_sigmask(signal.SIG_BLOCK, (RELOAD_SIGNAL,))
@@ -145,37 +172,43 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     try:
         settings = load_settings(source.path, env)
     except ConfigError as exc:
-        print(str(ConfigError(source.label(), exc.problems)), file=sys.stderr)
-        return 2
+        return fail(2, str(ConfigError(source.label(), exc.problems)))
     settings = with_log_flags(settings, args)
     logs.configure(settings.logging.level, form=settings.logging.format)
     try:
         plan = plan_workers(args.workers, settings, source)
     except ConfigError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
+        return fail(2, str(exc))
+    prices.ask(settings)  # the child has been reading the table meanwhile
+    if plan.count > 1 and launch is None:  # one per core, or `[server] workers`: known now
+        from gateway.launch import Launch
+
+        launch = Launch.begin(plan.count, env)
     audit_store = settings.audit.store
     address = listen_address(args, settings, source)
     try:
         report = startup_report(settings, source, env, audit_store, host=address.host, workers=plan)
     except ValueError as exc:
-        print(str(ConfigError(source.label(), [("audit.store", str(exc))])), file=sys.stderr)
-        return 2
+        return fail(2, str(ConfigError(source.label(), [("audit.store", str(exc))])))
     # One process listens itself; a supervisor only reserves the address for its workers.
     bind = open_listeners if plan.count == 1 else reserve_address
     try:
         sockets = bind(address.host, address.port)
     except OSError as exc:
-        print(f"gateway serve: {listen_failure(exc, address)}", file=sys.stderr)
-        return 1
+        return fail(1, f"gateway serve: {listen_failure(exc, address)}")
     for line in report:
         print(line.render(), file=sys.stderr)
     location = store_location(audit_store)
     if plan.count > 1:
-        return supervise(settings, plan.count, sockets, address.shown_host(), location, config_path)
+        from gateway.supervisor import supervise
+
+        shown = address.shown_host()
+        count = plan.count
+        return supervise(settings, count, sockets, shown, location, config_path, launch, prices)
     serving = Serving(
         on_ready=lambda port: _print_listening(address.shown_host(), port),
         config_path=config_path,
+        prices=prices,
     )
     try:
         event_loop.run(run_server(settings, sockets, location, serving))

@@ -16,10 +16,17 @@ When a provider is priced by the model name (no base URL the table knows and no 
 mock, a self-hosted server of a kind without one), any provider may be the one, and the process
 prices with the whole table, as it does when the child fails (logged, with its exit status).
 Nothing goes to the child but base URLs and kind hints, and it reads no configuration.
+
+`gateway serve` starts the child first of all, before it reads its configuration (`begin`): the
+child reads the table while the gateway imports and validates, and waits for the hints on its
+stdin (`ask`), so the table is ready long before the app. With several workers, the supervisor
+runs the one child and hands each worker its answer as it came (`answer`, `GivenPrices`): one
+table read for the whole gateway, and no worker process waits for a child of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -92,18 +99,25 @@ class TableUnpickler(pickle.Unpickler):
 
 @dataclass(slots=True)
 class PendingPrices:
-    settings: Settings
+    settings: Settings | None
     process: subprocess.Popen[bytes] | None
+    _ask: io.RawIOBase | None = None  # the child's stdin, until the hints are written
 
     @classmethod
     def start(cls, settings: Settings) -> PendingPrices:
-        hints = hints_of(settings)
-        if hints is None:
+        if hints_of(settings) is None:
             return cls(settings, None)
+        pending = cls.begin()
+        pending.ask(settings)
+        return pending
+
+    @classmethod
+    def begin(cls) -> PendingPrices:
+        """The child, started before the settings are known: it reads the table, then waits
+        for `ask`."""
+        ask = None
         try:
             asked, ask = os.pipe()
-            with open(ask, "wb") as pipe:  # a few hundred bytes: the pipe holds them
-                pipe.write(orjson.dumps(hints))
             with open(asked, "rb") as stdin:
                 process = subprocess.Popen(
                     [sys.executable, *CHILD],
@@ -112,9 +126,41 @@ class PendingPrices:
                     stderr=subprocess.DEVNULL,
                 )
         except OSError as exc:
+            if ask is not None:
+                os.close(ask)
             log.warning("price table: no child process (%s); the whole table", type(exc).__name__)
-            return cls(settings, None)
-        return cls(settings, process)
+            return cls(None, None)
+        return cls(None, process, open(ask, "wb", buffering=0))
+
+    def ask(self, settings: Settings) -> None:
+        """Send the child `settings`' hints; none (the child ends) when a provider is priced by
+        the model name: then it is the whole table."""
+        self.settings = settings
+        pipe, self._ask = self._ask, None
+        if pipe is None:
+            return
+        hints = hints_of(settings)
+        with pipe:
+            if hints is None:
+                self._end()
+                return
+            with contextlib.suppress(OSError):  # the child is gone: `answer` says how it ended
+                pipe.write(orjson.dumps(hints))  # a few hundred bytes: the pipe holds them
+
+    def abandon(self) -> None:
+        """The gateway does not start: the child ends without an answer."""
+        if self._ask is not None:
+            self._ask.close()
+            self._ask = None
+        self._end()
+
+    def _end(self) -> None:
+        process, self.process = self.process, None
+        if process is not None:
+            process.kill()
+            process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
 
     async def result(self) -> Prices:
         """The configuration's prices: the cut table, else the whole one (read in a thread, like
@@ -126,15 +172,18 @@ class PendingPrices:
     def _prices(self) -> Prices:
         from gateway.cost import Prices
 
-        if self.process is not None and (prices := self._answer(self.process)) is not None:
+        assert self.settings is not None, "ask() first"
+        answer = self.answer()
+        if answer is not None and (prices := prices_of(answer)) is not None:
             return prices
         return Prices.whole(self.settings)
 
-    @staticmethod
-    def _answer(process: subprocess.Popen[bytes]) -> Prices | None:
-        from gateway.cost import Prices
-        from gateway.price_table import table_of
-
+    def answer(self) -> bytes | None:
+        """The child's answer as it came (a supervisor hands it to its workers); None when there
+        is none: the whole table then. Blocking: a thread's, or before the event loop."""
+        process = self.process
+        if process is None:
+            return None
         try:
             out, _ = process.communicate(timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -148,16 +197,50 @@ class PendingPrices:
                 process.returncode,
             )
             return None
-        try:
-            providers, chosen = TableUnpickler(io.BytesIO(out)).load()  # our own child's
-        except Exception as exc:  # whatever it is, the whole table still prices right
-            log.warning("price table: the child's answer (%s); the whole table", type(exc).__name__)
-            return None
-        return None if chosen is None else Prices(providers, table_of(chosen))
+        return out
+
+
+def prices_of(answer: bytes) -> Prices | None:
+    """The prices in the child's answer; None (logged) when it does not read, or is the whole
+    table's (then the process reads the whole table itself)."""
+    from gateway.cost import Prices
+    from gateway.price_table import table_of
+
+    try:
+        providers, chosen = TableUnpickler(io.BytesIO(answer)).load()  # our own child's
+    except Exception as exc:  # whatever it is, the whole table still prices right
+        log.warning("price table: the child's answer (%s); the whole table", type(exc).__name__)
+        return None
+    return None if chosen is None else Prices(providers, table_of(chosen))
+
+
+@dataclass(frozen=True, slots=True)
+class GivenPrices:
+    """A worker's prices: its supervisor's child's answer (None: the whole table)."""
+
+    settings: Settings
+    answer: bytes | None
+
+    async def result(self) -> Prices:
+        import asyncio
+
+        return await asyncio.to_thread(self._prices)
+
+    def _prices(self) -> Prices:
+        from gateway.cost import Prices
+
+        prices = None if self.answer is None else prices_of(self.answer)
+        return Prices.whole(self.settings) if prices is None else prices
 
 
 def main() -> None:
-    asked = orjson.loads(sys.stdin.buffer.read())
+    from gateway.price_table import whole_table
+
+    whole_table()  # first: the gateway is still starting, and sends the hints when it can
+    sent = sys.stdin.buffer.read()
+    if not sent:  # the gateway did not start, or prices with the whole table: no answer
+        return
+    asked = orjson.loads(sent)
     hints = {name: (url, hint) for name, (url, hint) in asked.items()}
     pickle.dump(cut(hints), sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
 

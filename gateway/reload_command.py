@@ -33,8 +33,8 @@ def add_reload_parser(commands: Any) -> None:
 def main_reload(args: argparse.Namespace) -> int:
     # Imported here: `gateway --help` reads only the parser above.
     from gateway.config_source import config_source
-    from gateway.reread import RELOAD_SIGNAL
     from gateway.settings import ConfigError, load_settings
+    from gateway.signals import RELOAD_SIGNAL
 
     source = config_source(args.config, os.environ)
     if source.path is not None:

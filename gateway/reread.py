@@ -9,13 +9,11 @@ with it blocked, as it does the stop signals. Below the app, so the supervisor a
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from gateway.settings import ConfigError, Settings, load_settings
 
-RELOAD_SIGNAL = signal.SIGUSR1
 # What only a restart changes: the listening address and workers, the stores, telemetry.
 KEPT_SECTIONS = ("server", "audit", "state", "responses", "telemetry")
 KEPT_LIMITS = ("max_body_bytes", "max_header_bytes", "max_headers", "metric_models")

@@ -23,17 +23,18 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway import logs
 from gateway.listen import BACKLOG, raise_open_files_limit
-from gateway.reread import RELOAD_SIGNAL
 from gateway.settings import Settings
+from gateway.signals import RELOAD_SIGNAL, STOP_SIGNALS
+
+if TYPE_CHECKING:
+    from gateway.price_subset import GivenPrices, PendingPrices
 
 log = logging.getLogger("gateway.cli")
 
-# SIGHUP stops too: a closed terminal sends it, and the audit trail must still be flushed.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GC_YOUNG = 10_000  # allocations between two young collections (the default: 700)
 
 
@@ -57,6 +58,8 @@ class Serving:
     metrics_dir: str | None = None
     config_path: str | None = None  # the file a reload rereads; None: the built-in default
     adapt: Callable[[Settings], Settings] | None = None  # done to a reload's settings too
+    # The price table on its way (gateway.price_subset); None: run_server starts its child.
+    prices: PendingPrices | GivenPrices | None = None
 
 
 async def run_server(
@@ -67,9 +70,11 @@ async def run_server(
     (the app's cleanup), and return. StartupFailed when the application cannot start (its audit
     store did not open). `listeners` may be bound without listening: the server listens."""
     # The price table's child process first: it reads the table while this one imports the app.
-    from gateway.price_subset import PendingPrices
+    pending_prices = serving.prices
+    if pending_prices is None:
+        from gateway.price_subset import PendingPrices
 
-    pending_prices = PendingPrices.start(settings)
+        pending_prices = PendingPrices.start(settings)
     # The app is imported here, not with this module: a supervisor (gateway.supervisor) reads
     # this module's signals and causes and never serves, and so never carries the app.
     from aiohttp import web

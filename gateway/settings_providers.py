@@ -21,7 +21,7 @@ from gateway.settings_fields import NonEmptyStr, Seconds
 from gateway.settings_fields import parse_duration as _duration
 from gateway.settings_resilience import RetrySettings
 from providers.azure_auth import EntraSettings
-from providers.http_pool import DEFAULT_MAX_CONNECTIONS
+from providers.pool_limits import DEFAULT_MAX_CONNECTIONS
 from providers.quirks import OpenAIQuirks
 from providers.registry import KINDS, known_kinds
 

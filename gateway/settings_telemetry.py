@@ -21,19 +21,15 @@ from __future__ import annotations
 import importlib.util
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, Literal, get_args
+from typing import Annotated, Any, Final
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
+from gateway.log_choices import LogFormat, LogLevel
 from gateway.settings_fields import ConfigError, NonEmptyStr, Seconds
 from gateway.settings_fields import Frozen as _Frozen
 from gateway.settings_fields import parse_duration as _duration
-
-LogLevel = Literal["debug", "info", "warning", "error"]
-LogFormat = Literal["json", "console", "auto"]
-LOG_LEVELS: Final[tuple[str, ...]] = get_args(LogLevel)
-LOG_FORMATS: Final[tuple[str, ...]] = get_args(LogFormat)
 
 DEFAULT_SERVICE_NAME: Final = "llm-gateway"
 TRACES_PATH: Final = "/v1/traces"

@@ -37,7 +37,7 @@ from gateway.settings import ProviderSettings, RouteSettings, Settings, default_
 from gateway.settings_providers import NOT_A_NAME, looks_like_key
 from gateway.state import open_state
 from gateway.workers import WorkersPlan
-from providers.http import host_port
+from providers.host_port import host_port
 from providers.registry import KINDS
 
 FORWARDED: Final = "the client's own credentials are forwarded"

@@ -1,9 +1,15 @@
 """`gateway serve --workers N`: N worker processes share the port under this supervisor.
 
-The supervisor has reserved the address (bound, never listening: gateway.listen) before it
-starts anything, so a port in use is the same one-line error as with one process. Then it opens
-the audit store once (migrations run here, not N times at once), prepares the shared Responses
-store, starts the workers, and prints `listening on http://HOST:PORT` once every worker accepts.
+The workers are started first (`Launch`, with `--workers N` before the configuration is even
+read), so that each imports the serving stack (some 300 ms of CPU) while the supervisor reads
+and validates the settings, reserves the address and opens the stores; a worker waits for its
+spec before it builds anything. The supervisor has reserved the address (bound, never
+listening: gateway.listen) before a worker gets a socket, so a port in use is the same one-line
+error as with one process (the waiting workers are killed: they never said anything). Then it
+opens the audit store once (migrations run here, not N times at once), prepares the shared
+Responses store, hands each worker its spec (its sockets travel with it, SCM_RIGHTS), and prints
+`listening on http://HOST:PORT` once every worker accepts. Each worker serves as soon as it
+accepts: the first one ready answers while the others finish starting.
 Each worker listens on a socket of its own bound to the same port with SO_REUSEPORT; the kernel
 spreads new connections over the listening ones. A worker that dies takes its socket with it
 (connections waiting in its accept queue are reset), and the others keep serving.
@@ -39,24 +45,24 @@ import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from prometheus_client.multiprocess import mark_process_dead
-
-from gateway.audit.opening import open_store
+from gateway.launch import MULTIPROC_ENV, Launch, Started, discard, start_worker, without
 from gateway.listen import worker_sockets
 from gateway.private_dir import PrivateDir
-from gateway.reread import RELOAD_SIGNAL, ReloadRefused, reread
-from gateway.responses_store import open_response_store
-from gateway.serving import STOP_SIGNALS, cause
-from gateway.settings import Settings
-from gateway.workers import WorkerSpec, encode_spec, for_workers
+from gateway.reread import ReloadRefused, reread
+from gateway.serving import cause
+from gateway.signals import RELOAD_SIGNAL, STOP_SIGNALS
+from gateway.workers import WorkerSpec, encode_spec, for_workers, send_fds
+
+if TYPE_CHECKING:
+    from gateway.price_subset import PendingPrices
+    from gateway.settings import Settings
 
 log = logging.getLogger("gateway.supervisor")
 
@@ -64,7 +70,6 @@ RESTART_DELAY_MIN: Final = 0.5
 RESTART_DELAY_MAX: Final = 30.0
 QUICK_DEATH: Final = 10.0  # seconds: a worker that dies sooner after its start died quickly
 GIVE_UP_AFTER: Final = 5  # failed starts in a row with no worker serving, once listening
-MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 
 
 @dataclass
@@ -87,19 +92,32 @@ def supervise(
     shown_host: str,
     audit_location: str,
     config_path: str | None = None,
+    launch: Launch | None = None,
+    prices: PendingPrices | None = None,
 ) -> int:
-    """Run `count` workers until a stop signal; the exit status of `gateway serve`."""
-    shared = PrivateDir.create()
+    """Run `count` workers until a stop signal; the exit status of `gateway serve`. `launch`:
+    the workers started already (else none); `prices`: the price table's child, asked."""
+    launch = Launch() if launch is None else launch
     try:
         supervisor = Supervisor(
-            for_workers(settings, shared.path), count, reserved, shown_host, audit_location, shared
+            for_workers(settings, launch.shared.path),
+            count,
+            reserved,
+            shown_host,
+            audit_location,
+            launch.shared,
+            launch.env,
+            started=launch.started,
+            prices=prices,
         )
         supervisor.config_path = config_path
-        return asyncio.run(supervisor.run())
+        launch.started = []
+        return launch.runner.run(supervisor.run())
     finally:
         for sock in reserved:
             sock.close()
-        shared.leave()  # the workers are gone: this removes the directory
+        launch.runner.close()
+        launch.shared.leave()  # the workers are gone: this removes the directory
 
 
 class Supervisor:
@@ -112,6 +130,9 @@ class Supervisor:
         audit_location: str,
         shared: PrivateDir,
         env: Mapping[str, str] = os.environ,
+        *,
+        started: Sequence[Started] = (),
+        prices: PendingPrices | None = None,
     ) -> None:
         self.settings = settings
         self.config_path: str | None = None  # the file a reload rereads
@@ -122,7 +143,12 @@ class Supervisor:
         self._shared = shared
         metrics = os.path.join(shared.path, "metrics")
         self._metrics_dir = metrics
-        self._env = {**_without(env, "prometheus_multiproc_dir"), MULTIPROC_ENV: metrics}
+        self._env = {**without(env, "prometheus_multiproc_dir"), MULTIPROC_ENV: metrics}
+        # Started already (Launch), each taken by a slot's first run; the rest are discarded.
+        self._started = dict(zip(range(1, count + 1), started, strict=False))
+        self._pending_prices = prices
+        self._prices: bytes | None = None  # the child's answer each worker gets; None: its own
+        self._prices_for: object = None  # the providers it was asked for
         self._stopping = asyncio.Event()
         self._stop_signal: signal.Signals | None = None
         self._all_ready = asyncio.Event()
@@ -136,7 +162,19 @@ class Supervisor:
             loop.add_signal_handler(sig, self._stop, sig)
         loop.add_signal_handler(RELOAD_SIGNAL, self._reload)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, (RELOAD_SIGNAL,))  # blocked by `gateway serve`
+        try:
+            return await self._run()
+        finally:
+            await discard(list(self._started.values()))  # none of them got a spec
+            self._started.clear()
+
+    async def _run(self) -> int:
+        pending = self._pending_prices
+        answer = None if pending is None else asyncio.create_task(asyncio.to_thread(pending.answer))
         problem = await self._open_stores()
+        if answer is not None:
+            self._prices = await answer
+            self._prices_for = self.settings.providers
         if problem is not None:
             print(f"gateway serve: {problem}", file=sys.stderr, flush=True)
             return 1
@@ -155,6 +193,9 @@ class Supervisor:
         """Open the audit store once (creating or migrating its schema) and the SQLite Responses
         store (its schema and owner secret), before any worker: the same failure line as with
         one process, and no N workers racing to migrate."""
+        from gateway.audit.opening import open_store
+        from gateway.responses_store import open_response_store
+
         try:
             audit = open_store(self.settings.audit.store)
             await audit.open()
@@ -238,59 +279,60 @@ class Supervisor:
         slot.process, slot.ready, slot.failure = None, False, None
         slot.started = time.monotonic()
         try:
-            process, reader, writer = await self._spawn(slot)
+            started = self._started.pop(slot.index, None) or await start_worker(self._env)
         except OSError as exc:
             slot.failure = f"cannot start a worker: {cause(exc)}"
             return None
-        slot.process = process
+        process = slot.process = started.process
         if self._stop_signal is not None:  # it came while the worker was being started
             process.send_signal(self._stop_signal)
         log.info("worker started", extra={"worker": slot.index, "pid": process.pid})
+        try:
+            reader, writer = await self._hand_spec(slot, started.channel)
+        except OSError as exc:
+            slot.failure = f"cannot start a worker: {cause(exc)}"
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            return await process.wait()
         watcher = asyncio.create_task(self._watch(slot, reader))
         status = await process.wait()
         with contextlib.suppress(TimeoutError):  # its end closed with it: at end of file
             await asyncio.wait_for(watcher, timeout=5.0)
         writer.close()
         # Its live gauges (in flight, queue depth, circuits) no longer count; counters stay.
+        from prometheus_client.multiprocess import mark_process_dead
+
         mark_process_dead(process.pid, self._metrics_dir)  # type: ignore[no-untyped-call]
         return status
 
-    async def _spawn(
-        self, slot: Slot
-    ) -> tuple[asyncio.subprocess.Process, asyncio.StreamReader, asyncio.StreamWriter]:
-        sockets = worker_sockets(self._reserved)
-        channel, theirs = socket.socketpair()
+    async def _hand_spec(
+        self, slot: Slot, channel: socket.socket
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """The worker's spec on its channel, its sockets with it (they are the worker's from
+        then on: none stays open here)."""
         try:
-            spec = WorkerSpec(
-                slot.index,
-                self.settings,
-                tuple(sock.fileno() for sock in sockets),
-                self._audit_location,
-                self._shared.path,
-                self.config_path,
-            )
-            with _blocked((*STOP_SIGNALS, RELOAD_SIGNAL)):  # the mask is inherited through exec
-                process = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-P",  # never a `gateway` directory in the working directory: ours
-                    "-m",
-                    "gateway.worker",
-                    str(theirs.fileno()),
-                    stdin=subprocess.DEVNULL,
-                    pass_fds=(theirs.fileno(), *spec.sockets),
-                    env=self._env,
-                    process_group=0,
+            sockets = worker_sockets(self._reserved)
+            try:
+                spec = WorkerSpec(
+                    slot.index,
+                    self.settings,
+                    tuple(sock.fileno() for sock in sockets),
+                    self._audit_location,
+                    self._shared.path,
+                    self.config_path,
+                    self._prices if self._prices_for == self.settings.providers else None,
                 )
+                data = encode_spec(spec)
+                send_fds(channel, data[:4], spec.sockets)  # a few bytes: never blocks
+            finally:
+                for sock in sockets:
+                    sock.close()
+            reader, writer = await asyncio.open_connection(sock=channel)
         except BaseException:
             channel.close()
             raise
-        finally:
-            theirs.close()
-            for sock in sockets:  # the worker's own now: none stays open here
-                sock.close()
-        reader, writer = await asyncio.open_connection(sock=channel)
-        writer.write(encode_spec(spec))
-        return process, reader, writer
+        writer.write(data[4:])
+        return reader, writer
 
     async def _watch(self, slot: Slot, reader: asyncio.StreamReader) -> None:
         """What the worker says: `ready` once it accepts, `failed <why>` when it cannot start.
@@ -377,15 +419,6 @@ def _status(status: int | None) -> str:
     return f"status {status}"
 
 
-@contextlib.contextmanager
-def _blocked(signals: Sequence[signal.Signals]) -> Iterator[None]:
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
 async def _within(event: asyncio.Event, seconds: float) -> bool:
     """Whether `event` is set within `seconds`."""
     try:
@@ -400,7 +433,3 @@ async def _first(*events: asyncio.Event) -> None:
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     for wait in waits:
         wait.cancel()
-
-
-def _without(env: Mapping[str, str], name: str) -> dict[str, str]:
-    return {key: value for key, value in env.items() if key != name}

@@ -19,11 +19,12 @@ longer the gateway's:
 
 from __future__ import annotations
 
+import array
 import os
 import pickle
 import socket
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from gateway.responses_store.base import SHARED_MEMORY
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from gateway.config_source import ConfigSource
 
 _LENGTH: Final = struct.Struct(">I")
+MAX_SOCKETS: Final = 64  # descriptors a spec brings: one per address the host resolves to
 RESPONSES_FILE: Final = "responses.db"
 
 
@@ -120,6 +122,8 @@ class WorkerSpec:
     audit_location: str
     private_dir: str
     config_path: str | None = None  # the file a reload rereads; None: the built-in default
+    # The supervisor's price child's answer (gateway.price_subset); None: the worker's own child.
+    prices: bytes | None = field(default=None, repr=False)
 
     @property
     def metrics_dir(self) -> str:
@@ -133,13 +137,26 @@ def encode_spec(spec: WorkerSpec) -> bytes:
     return _LENGTH.pack(len(data)) + data
 
 
+def send_fds(channel: socket.socket, data: bytes, fds: tuple[int, ...]) -> None:
+    """`data` (the spec's first bytes) with duplicates of `fds` for the process at the other end
+    (SCM_RIGHTS): the worker was started before its sockets were made."""
+    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+    channel.sendmsg([data], rights)
+
+
 def read_spec(channel: socket.socket) -> WorkerSpec:
-    """The spec the supervisor wrote first on `channel` (blocking: before the worker's loop)."""
-    (length,) = _LENGTH.unpack(_read_exactly(channel, _LENGTH.size))
+    """The spec the supervisor wrote first on `channel` (blocking: before the worker's loop),
+    with the socket descriptors that came with it (`send_fds`) in place of the supervisor's."""
+    flags = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
+    head, fds, _, _ = socket.recv_fds(channel, _LENGTH.size, MAX_SOCKETS, flags)
+    if not head:
+        raise EOFError("the supervisor closed the channel")
+    head += _read_exactly(channel, _LENGTH.size - len(head))
+    (length,) = _LENGTH.unpack(head)
     spec = pickle.loads(_read_exactly(channel, length))
     if not isinstance(spec, WorkerSpec):
         raise TypeError(f"expected a WorkerSpec, got {type(spec).__name__}")
-    return spec
+    return replace(spec, sockets=tuple(fds)) if fds else spec
 
 
 def _read_exactly(channel: socket.socket, size: int) -> bytes:

@@ -12,10 +12,12 @@ import enum
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.events import StopReason
-from providers.http_pool import PoolStats
+
+if TYPE_CHECKING:  # the pools (and the TLS trust store) are the HTTP providers' own
+    from providers.http_pool import PoolStats
 
 
 class Operation(enum.StrEnum):

@@ -19,12 +19,13 @@ import ssl
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Final
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from gateway.errors import InvalidRequest, UpstreamError, UpstreamTimeout, UpstreamUnreachable
+from providers.host_port import host_port
 from providers.http_clock import AttemptClock, Watchdog
 from providers.http_conn import (
     RawHeaders,
@@ -359,22 +360,6 @@ _RESOLVER_ERRNOS: Final[Mapping[int, str]] = {
     socket.EAI_AGAIN: "temporary failure, the name server did not answer",
     socket.EAI_FAIL: "the name server failed",
 }
-
-
-def host_port(url: str, *, default_port: bool = True) -> str:
-    """The URL's host and port (the scheme's own when `default_port` and none is given), never
-    its user info, path or query: what a message may say of an upstream."""
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        return host
-    if port is None and default_port:
-        port = 443 if parts.scheme == "https" else 80
-    return f"{host}:{port}" if port is not None else host
 
 
 def _connect_cause(exc: BaseException) -> str:

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from providers.http_conn import UpstreamConnection
+from providers.pool_limits import DEFAULT_MAX_CONNECTIONS
 
 log = logging.getLogger("gateway.upstream")
 
-DEFAULT_MAX_CONNECTIONS: Final = 4096
 DEFAULT_KEEPALIVE: Final = 30.0
 DNS_TTL: Final = 300.0
 WAIT_LOG_EVERY: Final = 10.0

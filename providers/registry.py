@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from providers.base import Provider
-from providers.http import PoolLimits, Timeouts
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # providers.http (the pools, the TLS trust store) only when one is built
     from providers.anthropic import AnthropicProvider
     from providers.azure_auth import EntraSettings
     from providers.azure_openai import AzureOpenAIProvider
+    from providers.http import PoolLimits, Timeouts
     from providers.openai_responses import OpenAIResponsesProvider
     from providers.quirks import OpenAIQuirks
 
@@ -61,6 +61,8 @@ Builder = Callable[[str, ProviderOptions, str | None], Provider]
 
 
 def _timeouts(options: ProviderOptions) -> Timeouts:
+    from providers.http import Timeouts
+
     return Timeouts(
         connect=options.connect_timeout,
         first_byte=options.first_byte_timeout,
@@ -70,6 +72,8 @@ def _timeouts(options: ProviderOptions) -> Timeouts:
 
 
 def _pool(options: ProviderOptions) -> PoolLimits:
+    from providers.http import PoolLimits
+
     limit = options.max_connections
     return PoolLimits(max_connections=limit or None)
 

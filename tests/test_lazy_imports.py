@@ -254,3 +254,43 @@ def test_a_submodule_that_needs_the_init_gets_it(sandbox: Path, needs: str) -> N
     assert sys.modules["fakeprices2"].INIT_RAN
     assert sys.modules["fakeprices2"].a is sys.modules["fakeprices2.a"]
     assert "fakeprices2.b" in sys.modules
+
+
+# A supervisor (`gateway serve --workers N`) reads and validates the settings, writes the startup
+# report, opens the stores and starts workers: none of it needs the HTTP stack (aiohttp, with the
+# TLS trust store it loads as it is imported), the app, or the price table, which each worker
+# imports for itself. Its workers start importing while it does this, on the same cores.
+SUPERVISOR_IMPORTS = """
+import sys
+import gateway.cli
+from gateway.config_source import config_source
+from gateway.settings import parse_settings
+from gateway.startup import startup_report
+import gateway.supervisor
+gateway.cli.parse_args(["serve", "--workers", "2"])
+settings = {settings}
+list(startup_report(settings, config_source(None, {{}}), {{}}, settings.audit.store))
+print("\\n".join(sorted(sys.modules)))
+"""
+NOT_IN_THE_SUPERVISOR = ("aiohttp", "providers.http", "gateway.app", "genai_prices")
+
+
+def test_the_supervisor_imports_no_http_stack_app_or_price_table() -> None:
+    code = SUPERVISOR_IMPORTS.format(settings=BENCH_LIKE)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={}
+    )
+    assert result.returncode == 0, result.stderr
+    modules = set(result.stdout.split())
+    assert "gateway.supervisor" in modules and "gateway.settings" in modules
+    loaded = [
+        m for m in modules if any(m == t or m.startswith(t + ".") for t in NOT_IN_THE_SUPERVISOR)
+    ]
+    assert loaded == []
+
+
+def test_the_audit_parser_groups_by_what_the_report_can() -> None:
+    from gateway.audit.arguments import GROUP_BY
+    from gateway.audit.report import GROUP_BY as REPORT_GROUP_BY
+
+    assert GROUP_BY == REPORT_GROUP_BY

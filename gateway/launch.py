@@ -1,0 +1,124 @@
+"""The first steps of `gateway serve --workers N`, before the settings are read: the supervisor's
+private directory, its event loop, and its workers started, so that they import the serving
+stack while the supervisor imports, validates and prepares (gateway.supervisor). Light on
+purpose: the command line imports it before the settings' models.
+
+    launch = Launch.begin(count)     # the workers start importing now
+    ...                              # the settings, the report, the address
+    supervise(..., launch)           # each worker gets its spec; or launch.abandon()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from gateway.private_dir import PrivateDir
+from gateway.signals import RELOAD_SIGNAL, STOP_SIGNALS
+
+MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
+
+
+@dataclass
+class Started:
+    """A worker process started before its spec, and the supervisor's end of its channel."""
+
+    process: asyncio.subprocess.Process
+    channel: socket.socket
+
+
+class Launch:
+    """The supervisor's first steps, before the settings are read: its private directory, its
+    event loop and (`begin`) its workers, importing while it prepares. `abandon` when the
+    gateway does not start after all: the waiting workers are killed, the directory removed."""
+
+    def __init__(self, env: Mapping[str, str] = os.environ) -> None:
+        self.shared = PrivateDir.create()
+        self.metrics_dir = os.path.join(self.shared.path, "metrics")
+        self.env = {**without(env, "prometheus_multiproc_dir"), MULTIPROC_ENV: self.metrics_dir}
+        self.runner = asyncio.Runner()
+        self.started: list[Started] = []
+
+    @classmethod
+    def begin(cls, count: int, env: Mapping[str, str] = os.environ) -> Launch:
+        launch = cls(env)
+        if count > 1:
+            try:
+                launch.started = launch.runner.run(_start_all(count, launch.env))
+            except OSError:  # the supervisor starts them again, and says why it cannot
+                launch.started = []
+        return launch
+
+    def abandon(self) -> None:
+        try:
+            self.runner.run(discard(self.started))
+        finally:
+            self.started = []
+            self.runner.close()
+            self.shared.leave()
+
+
+async def start_worker(env: Mapping[str, str]) -> Started:
+    """A worker process, which imports the serving stack and then waits for its spec."""
+    channel, theirs = socket.socketpair()
+    try:
+        with _blocked((*STOP_SIGNALS, RELOAD_SIGNAL)):  # the mask is inherited through exec
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-P",  # never a `gateway` directory in the working directory: ours
+                "-m",
+                "gateway.worker",
+                str(theirs.fileno()),
+                stdin=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                env=env,
+                process_group=0,
+            )
+    except BaseException:
+        channel.close()
+        raise
+    finally:
+        theirs.close()
+    return Started(process, channel)
+
+
+async def _start_all(count: int, env: Mapping[str, str]) -> list[Started]:
+    started: list[Started] = []
+    try:
+        for _ in range(count):
+            started.append(await start_worker(env))
+    except BaseException:
+        await discard(started)
+        raise
+    return started
+
+
+async def discard(started: Sequence[Started]) -> None:
+    """Workers that never got a spec (nothing to flush, nothing said yet): killed."""
+    for worker in started:
+        worker.channel.close()
+        with contextlib.suppress(ProcessLookupError):
+            worker.process.kill()
+    for worker in started:
+        await worker.process.wait()
+
+
+@contextlib.contextmanager
+def _blocked(signals: Sequence[signal.Signals]) -> Iterator[None]:
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def without(env: Mapping[str, str], name: str) -> dict[str, str]:
+    return {key: value for key, value in env.items() if key != name}

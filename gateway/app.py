@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from gateway.access.control import AccessControl, admin_only, build_access, require_key
 from gateway.access.limits import RENEW_EVERY
 from gateway.audit.opening import open_store
+from gateway.audit.store import audit_off
 from gateway.audit.writer import AuditWriter
 from gateway.client_formats import (
     ANTHROPIC,
@@ -275,6 +276,9 @@ def build_app(
     audit_source = AuditSource()
 
     async def audit_writer(app: web.Application) -> AsyncIterator[None]:
+        if audit_off(settings.audit.store):
+            yield  # no store, no writer: `observer.writer` stays None
+            return
         if settings.audit.log_content:
             log.warning("content logging is ON: message text and tool arguments are recorded")
         store = open_store(settings.audit.store)

@@ -23,7 +23,7 @@ from fnmatch import fnmatchcase
 from typing import Final, Literal
 
 from gateway.audit.opening import open_store
-from gateway.audit.store import redact_url, sqlite_path
+from gateway.audit.store import OFF_NOTE, audit_off, redact_url, sqlite_path
 from gateway.config_source import ConfigSource
 from gateway.placeholder_keys import (
     PLACEHOLDER_LENGTH,
@@ -58,7 +58,10 @@ class Line:
 def store_location(url: str) -> str:
     """Where the audit store at `url` keeps its records, for people to read: the absolute path a
     SQLite URL opens (relative paths start at the working directory), any other URL without its
-    password. ValueError (naming the URL without its password) when the gateway cannot open it."""
+    password; `off` says so. ValueError (naming the URL without its password) when the gateway
+    cannot open it."""
+    if audit_off(url):
+        return OFF_NOTE
     open_store(url)  # constructs without connecting: only to refuse the URLs it refuses
     if url.partition(":")[0].lower() == "sqlite":
         path = sqlite_path(url)
@@ -102,6 +105,8 @@ def startup_report(
     ]
     if workers is not None and workers.fallback is not None:
         warnings.append(workers.fallback)
+    if audit_off(audit_store):
+        warnings.append("the audit trail is off: no exchange is recorded ([audit] store)")
     warnings += _mock_answers(settings, source)
     if not settings.keys and not is_loopback(host):
         warnings.append(

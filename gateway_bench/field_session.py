@@ -119,74 +119,85 @@ def started_compare(args: argparse.Namespace, tmp: Path, target: Target) -> Iter
         stop(process)
 
 
+def write_configs(plan: FieldPlan, upstream_port: int, tmp: Path) -> dict[str, Path]:
+    """The configuration of each gateway the bench starts: the audit trail on, and off."""
+    configs: dict[str, Path] = {}
+    for mode in plan.audit:
+        name = GATEWAY if mode == "on" else NO_AUDIT
+        config = tmp / f"{name}.toml"
+        config.write_text(
+            gateway_config.render(
+                upstream_port, tmp / "audit.db", formats=FIELD_FORMATS, audit_off=mode == "off"
+            )
+        )
+        configs[name] = config
+    return configs
+
+
+def measure_starts(
+    args: argparse.Namespace,
+    starts: Starts,
+    configs: Mapping[str, Path],
+    env: Mapping[str, str],
+    compare: Target | None,
+) -> None:
+    chat = starts.chat
+    starts.measure("direct", upstream_argv, os.environ, local, chat.upstream_wire)
+    for name, config in configs.items():
+        argv_at = functools.partial(gateway_argv, config, workers=args.workers)
+        starts.measure(name, argv_at, env, local, chat.client_wire)
+    if compare is not None and args.compare_start:
+        starts.measure(
+            compare.name,
+            lambda port: ["sh", "-c", args.compare_start],
+            os.environ,
+            lambda port: compare,
+            chat.client_wire,
+            COMPARE_START_TIMEOUT_S,
+        )
+
+
 def execute_field(
     args: argparse.Namespace, plan: FieldPlan, progress: Reporter, warn: Console
 ) -> dict[str, Any]:
     started = time.time()
     raise_open_files_limit()
-    with tempfile.TemporaryDirectory(prefix="gateway-bench-field-") as name, Children() as kids:
+    with (
+        tempfile.TemporaryDirectory(prefix="gateway-bench-field-") as name,
+        Children() as kids,
+        contextlib.ExitStack() as running,
+    ):
         tmp = Path(name)
         upstream = kids.upstream(args.upstream_port)
         direct = Target("direct", "direct", "127.0.0.1", upstream.port, "", (upstream.pid,))
         env = gateway_config.gateway_env(os.environ)
-        configs: dict[str, Path] = {}
-        if not args.gateway_url:
-            for mode in plan.audit:
-                target = GATEWAY if mode == "on" else NO_AUDIT
-                config = tmp / f"{target}.toml"
-                text = gateway_config.render(
-                    upstream.port,
-                    tmp / "audit.db",
-                    formats=FIELD_FORMATS,
-                    audit_off=mode == "off",
-                )
-                config.write_text(text)
-                configs[target] = config
+        configs = {} if args.gateway_url else write_configs(plan, upstream.port, tmp)
         compare = compare_target(args, warn, find_pid=False) if args.compare else None
         measured_starts = 1 + len(configs) + (1 if args.compare_start else 0)
         field_size = FieldBench.size_of(plan, 1 + len(configs) + (1 if args.compare else 0))
         progress.start(plan.cold_starts * measured_starts + field_size)
-        with contextlib.ExitStack() as running:
-            try:
-                starts = Starts(plan, tmp, progress)
-                chat = starts.chat
-                starts.measure("direct", upstream_argv, os.environ, local, chat.upstream_wire)
-                for target_name, config in configs.items():
-                    starts.measure(
-                        target_name,
-                        functools.partial(gateway_argv, config, workers=args.workers),
-                        env,
-                        local,
-                        chat.client_wire,
-                    )
-                if compare is not None and args.compare_start:
-                    starts.measure(
-                        compare.name,
-                        lambda port: ["sh", "-c", args.compare_start],
-                        os.environ,
-                        lambda port: compare,
-                        chat.client_wire,
-                        COMPARE_START_TIMEOUT_S,
-                    )
-                    running.enter_context(started_compare(args, tmp, compare))
-                targets: list[Target] = []
-                logs: dict[str, GatewayLog] = {}
-                for target_name, config in configs.items():
-                    log = tmp / f"{target_name}.log"
-                    child = kids.gateway(config, log, env, free_port(), args.workers)
-                    targets.append(Target.from_url("gateway", target_name, child.url, (child.pid,)))
-                    logs[target_name] = GatewayLog(log)
-                if args.gateway_url:
-                    targets.append(given_gateway(args, warn))
-                if compare is not None:
-                    targets.append(compare_target(args, warn))  # its pid, now it runs
-                field = FieldBench(plan, direct, targets, kids.load_generator(), progress, logs)
-                records = field.measure()
-            finally:
-                progress.stop()
-        cold = starts.seconds
+        try:
+            starts = Starts(plan, tmp, progress)
+            measure_starts(args, starts, configs, env, compare)
+            if compare is not None and args.compare_start:
+                running.enter_context(started_compare(args, tmp, compare))
+            targets: list[Target] = []
+            logs: dict[str, GatewayLog] = {}
+            for target_name, config in configs.items():
+                log = tmp / f"{target_name}.log"
+                child = kids.gateway(config, log, env, free_port(), args.workers)
+                targets.append(Target.from_url("gateway", target_name, child.url, (child.pid,)))
+                logs[target_name] = GatewayLog(log)
+            if args.gateway_url:
+                targets.append(given_gateway(args, warn))
+            if compare is not None:
+                targets.append(compare_target(args, warn))  # its pid, now that it runs
+            field = FieldBench(plan, direct, targets, kids.load_generator(), progress, logs)
+            records = field.measure()
+        finally:
+            progress.stop()
     names = [direct.name, *(t.name for t in targets)]
-    summary = summarize(plan, records, cold, names)
+    summary = summarize(plan, records, starts.seconds, names)
     judged = targets[0].name
     return {
         "suite": "field",

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from gateway.audit import render
 from gateway.audit.arguments import FORMATS, add_audit_parser
 from gateway.audit.report import GROUP_BY, parse_since, summarize, truncated_list
-from gateway.audit.store import AuditStore, redact_url
+from gateway.audit.store import OFF_NOTE, AuditStore, audit_off, redact_url
 
 __all__ = ("add_audit_parser", "main_audit", "redact_url", "run_audit")
 
@@ -144,6 +144,9 @@ def main_audit(args: argparse.Namespace) -> int:
         url = _store_url(args)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
+        return 2
+    if audit_off(url):
+        print(f"gateway audit: the audit trail is {OFF_NOTE}: nothing to report", file=sys.stderr)
         return 2
     text, problem = asyncio.run(_open_and_run(url, args))
     if problem is not None or text is None:

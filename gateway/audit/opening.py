@@ -3,11 +3,22 @@ for PostgreSQL), and the backends import the seam in gateway.audit.store, never 
 
 from __future__ import annotations
 
-from gateway.audit.store import POSTGRES_SCHEMES, SUPPORTED, AuditStore, redact_url, sqlite_path
+from gateway.audit.store import (
+    OFF_NOTE,
+    POSTGRES_SCHEMES,
+    SUPPORTED,
+    AuditStore,
+    audit_off,
+    redact_url,
+    sqlite_path,
+)
 
 
 def open_store(url: str) -> AuditStore:
-    """The store for `url`, not yet opened (call `await store.open()`)."""
+    """The store for `url`, not yet opened (call `await store.open()`). ValueError for `off`:
+    there is no store, and a caller that opens one anyway is told so."""
+    if audit_off(url):
+        raise ValueError(f"the audit trail is {OFF_NOTE}: there is no store to open")
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme == "sqlite":
         from gateway.audit.sqlite_store import SQLiteStore

@@ -21,7 +21,16 @@ from gateway.audit.record import AuditRecord
 
 SQLITE_PREFIX = "sqlite:///"
 POSTGRES_SCHEMES = ("postgresql", "postgres")
-SUPPORTED = "sqlite:///PATH, postgresql://..., postgres://..."
+SUPPORTED = "sqlite:///PATH, postgresql://..., postgres://..., or off"
+# `[audit] store = "off"`: no trail at all, the operator's explicit choice (the bench measures
+# the gateway beside its audited twin with it). No store is opened and no record is written;
+# the log line and the metrics still see every exchange.
+AUDIT_OFF = "off"
+OFF_NOTE = 'off: exchanges are not recorded ([audit] store = "off")'
+
+
+def audit_off(url: str) -> bool:
+    return url == AUDIT_OFF
 
 
 class RecordRejected(Exception):

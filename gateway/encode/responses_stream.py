@@ -55,6 +55,8 @@ TEXT_DELTA_HEAD = (
     b'data: {"type":"response.output_text.delta","sequence_number":'
 )
 TEXT_DELTA_END = b',"logprobs":[]}\n\n'
+# A lifecycle event up to its response object: the event's name twice, its sequence number.
+LIFECYCLE_HEAD = b'event: %s\ndata: {"type":"%s","sequence_number":%d,"response":'
 # Codex stops retrying on these codes (and retries anything else); the SDK reads them as-is.
 STREAM_ERROR_CODES = {"rate_limit_error": "rate_limit_exceeded"}
 
@@ -95,18 +97,27 @@ class ResponsesWriter:
         self._seq += 1
         return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
 
-    def _lifecycle(self, kind: str, status: str, **extra: Any) -> bytes:
-        response = response_object(
-            self._terms, status, [], None, self._model, None, created_at=self._created_at
-        )
-        return self._event(kind, response={**response, **extra})
-
     def _start(self) -> bytes:
+        """response.created and response.in_progress: the same response object in both, encoded
+        once (the bytes `_event` would write for each)."""
         if self._started:
             return b""
         self._started = True
-        created = self._lifecycle("response.created", "in_progress")
-        return created + self._lifecycle("response.in_progress", "in_progress")
+        response = orjson.dumps(
+            response_object(
+                self._terms, "in_progress", [], None, self._model, None, created_at=self._created_at
+            )
+        )
+        seq = self._seq
+        self._seq = seq + 2
+        return (
+            LIFECYCLE_HEAD % (b"response.created", b"response.created", seq)
+            + response
+            + b"}\n\n"
+            + LIFECYCLE_HEAD % (b"response.in_progress", b"response.in_progress", seq + 1)
+            + response
+            + b"}\n\n"
+        )
 
     def _next_index(self) -> int:
         return len(self._items) + (self._message is not None) + (self._reasoning is not None)
@@ -114,6 +125,16 @@ class ResponsesWriter:
     # --- live events --------------------------------------------------------------------------
 
     def feed(self, frame: SSEFrame | None, obj: Parsed, events: Sequence[Event]) -> bytes:
+        if not events:
+            return b""
+        if len(events) == 1 and events[0].__class__ is TextDelta:
+            # The hot path: one more delta of the open text part (what `_text` does for it).
+            text = events[0].text
+            message = self._message
+            if text and not self._held and message is not None and message.kind == "output_text":
+                message.text.append(text)
+                self._streamed += len(text)
+                return self._text_delta(message, text)
         out: list[bytes] = []
         for event in events:
             match event:

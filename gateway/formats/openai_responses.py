@@ -48,6 +48,7 @@ from gateway.formats.openai_responses_items import (
     custom_arguments,
     error_event,
     escaped,
+    item_events_of,
     item_type,
     native_stop,
     stop_event,
@@ -60,6 +61,7 @@ from gateway.formats.sse import SSEFrame
 CUSTOM_OPEN = '{"input":"'
 CUSTOM_CLOSE = '"}'
 UNFINISHED = frozenset({"in_progress", "queued"})
+TEXT_DELTA = "response.output_text.delta"
 
 Handled = tuple[dict[str, Any] | None, list[Event]]
 
@@ -101,7 +103,15 @@ class OpenAIResponsesDecoder:
         if self._ended:
             return obj, []
         kind = obj.get("type")
-        if type(kind) is not str or not kind:
+        if kind == TEXT_DELTA:
+            # The hot path, inline: a text delta of an item added (else `_text_delta` says why).
+            position = obj.get("output_index", self._last)
+            state = self._items.get(position) if type(position) is int else None
+            delta = obj.get("delta")
+            if state is not None and type(delta) is str:
+                state.streamed = True
+                return obj, [TextDelta(delta)] if delta else []
+        elif type(kind) is not str or not kind:
             kind = string(kind, "type") or frame.event
         handler = _HANDLERS.get(kind or "")
         if handler is None:
@@ -314,9 +324,12 @@ def response_events(body: dict[str, Any]) -> list[Event]:
     events: list[Event] = [MessageStart(response_id, string(body.get("model"), "model") or "")]
     tools, refused = 0, False
     for item in objects(body["output"], "output"):
-        item_events = whole_item_events(item, tools)
-        tools += item_type(item) in TOOL_ITEMS
-        refused = refused or any(isinstance(e, RefusalDelta) for e in item_events)
+        kind = item_type(item)
+        item_events = item_events_of(kind, item, tools)
+        if kind in TOOL_ITEMS:
+            tools += 1
+        elif kind == "message" and not refused:  # only a message holds refusal text
+            refused = any(isinstance(e, RefusalDelta) for e in item_events)
         events += item_events
     if body.get("usage"):
         events.append(usage_event(body["usage"]))

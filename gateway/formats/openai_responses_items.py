@@ -151,5 +151,10 @@ def item_type(item: dict[str, Any]) -> str:
 
 
 def whole_item_events(item: dict[str, Any], ordinal: int) -> list[Event]:
-    events = WHOLE_ITEMS.get(item_type(item))
+    return item_events_of(item_type(item), item, ordinal)
+
+
+def item_events_of(kind: str, item: dict[str, Any], ordinal: int) -> list[Event]:
+    """`whole_item_events` of an item whose type was read already."""
+    events = WHOLE_ITEMS.get(kind)
     return events(item, ordinal) if events is not None else []

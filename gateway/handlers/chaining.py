@@ -31,11 +31,20 @@ Item = dict[str, Any]
 @dataclass(slots=True)
 class Chain:
     store: ResponseStore
-    owner: str
+    headers: Any  # the request's: whose the chain is (`owner`)
     parent_id: str | None
     items_in: list[Item]  # this request's own input, as items
     kept: bool  # the request did not say store: false
     model: str
+    _owner: str | None = None
+
+    @property
+    def owner(self) -> str:
+        """The keyed hash of the caller's credential, made when first needed: a request that
+        neither continues a chain nor is kept (`store: false`) never needs it."""
+        if self._owner is None:
+            self._owner = owner_of(self.store.secret, self.headers)
+        return self._owner
 
     async def keep(self, attempt: Attempt) -> None:
         terms = attempt.terms
@@ -72,13 +81,12 @@ def own_items(value: Any) -> list[Item]:
 async def open_chain(
     store: ResponseStore, obj: dict[str, Any], raw: bytes, headers: Any
 ) -> tuple[Chain, dict[str, Any], bytes]:
-    owner = owner_of(store.secret, headers)
     items = own_items(obj.get("input"))
     parent = obj.get("previous_response_id")
-    chain = Chain(store, owner, parent, items, obj.get("store") is not False, str(obj["model"]))
+    chain = Chain(store, headers, parent, items, obj.get("store") is not False, str(obj["model"]))
     if parent is None:
         return chain, obj, raw
-    history = await chain_items(store, parent, owner)
+    history = await chain_items(store, parent, chain.owner)
     if history is None:
         raise PreviousResponseNotFound(
             f"Previous response with id '{parent}' not found.", "previous_response_id"

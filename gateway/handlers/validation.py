@@ -9,12 +9,12 @@ unchanged, are never walked.
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
+from gateway.encode.responses_ids import new_response_id
 from gateway.errors import InvalidJSON, InvalidRequest
 from gateway.translate.nesting import MAX_DEPTH, too_deep
 
@@ -124,6 +124,8 @@ RESPONSES_ECHO_DEFAULTS: dict[str, Any] = {
     "metadata": {},
     "user": None,
 }
+_ECHO_DEFAULTS = {key: RESPONSES_ECHO_DEFAULTS[key] for key in RESPONSES_ECHO}
+_ECHO_KEYS = frozenset(RESPONSES_ECHO)
 # Offered by OpenAI, not by the gateway: accepting them silently would fake their behaviour.
 RESPONSES_REFUSED = ("background", "conversation", "prompt")
 
@@ -140,21 +142,27 @@ class ResponsesBody(RequestBody):
     prompt: Any = None
 
     def check_shapes(self, endpoint: str) -> None:
-        for name in RESPONSES_REFUSED:
-            if getattr(self, name) not in (None, False):
-                raise _invalid(endpoint, name, "is not supported by this gateway")
-        if self.input is None and self.previous_response_id is None:
-            raise _invalid(endpoint, "input", "is required")
-        if self.input is not None and not isinstance(self.input, str | list):
+        if not (self.background is self.conversation is self.prompt is None):  # RESPONSES_REFUSED
+            for name in RESPONSES_REFUSED:
+                if getattr(self, name) not in (None, False):
+                    raise _invalid(endpoint, name, "is not supported by this gateway")
+        items = self.input
+        if isinstance(items, list):
+            for i, item in enumerate(items):
+                _check_item(endpoint, i, item)
+        elif items is None:
+            if self.previous_response_id is None:
+                raise _invalid(endpoint, "input", "is required")
+        elif not isinstance(items, str):
             raise _invalid(endpoint, "input", "must be a string or an array of items")
-        for i, item in enumerate(self.input if isinstance(self.input, list) else ()):
-            _check_item(endpoint, i, item)
 
     def new_response_id(self) -> str:
-        return "resp_" + secrets.token_hex(16)
+        return new_response_id()
 
     def echo(self, obj: dict[str, Any]) -> dict[str, Any]:
-        echoed = {key: obj.get(key, RESPONSES_ECHO_DEFAULTS[key]) for key in RESPONSES_ECHO}
+        echoed = _ECHO_DEFAULTS.copy()  # in RESPONSES_ECHO's order, the request's values over
+        for key in _ECHO_KEYS.intersection(obj):
+            echoed[key] = obj[key]
         # The request's own: `obj` is the body sent upstream, which a chained request reaches
         # without it (its history inlined instead: gateway.handlers.chaining).
         echoed["previous_response_id"] = self.previous_response_id
@@ -174,18 +182,21 @@ _CALL_ITEMS = (
 
 
 def _check_item(endpoint: str, i: int, item: Any) -> None:
-    path = f"input[{i}]"
     if not isinstance(item, dict):
-        raise _invalid(endpoint, path, "must be an object")
+        raise _invalid(endpoint, f"input[{i}]", "must be an object")
     kind = item.get("type", "message" if "role" in item else None)
+    if kind == "message":  # the common item: only its role to check
+        if not isinstance(item.get("role"), str):
+            raise _invalid(endpoint, f"input[{i}].role", "must be a string")
+        return
     if not isinstance(kind, str):
-        raise _invalid(endpoint, f"{path}.type", "must be a string")
-    if kind == "message" and not isinstance(item.get("role"), str):
-        raise _invalid(endpoint, f"{path}.role", "must be a string")
+        raise _invalid(endpoint, f"input[{i}].type", "must be a string")
     if kind in _CALL_ITEMS and not (isinstance(item.get("call_id"), str) and item["call_id"]):
-        raise _invalid(endpoint, f"{path}.call_id", "is required to pair a call with its output")
+        raise _invalid(
+            endpoint, f"input[{i}].call_id", "is required to pair a call with its output"
+        )
     if kind in ("function_call", "custom_tool_call") and not isinstance(item.get("name"), str):
-        raise _invalid(endpoint, f"{path}.name", "must be a string")
+        raise _invalid(endpoint, f"input[{i}].name", "must be a string")
 
 
 def parse_json(raw: bytes) -> dict[str, Any]:

@@ -80,7 +80,18 @@ def owner_of(secret: bytes, headers: Mapping[str, str]) -> str:
     credential = (
         headers.get("authorization") or headers.get("x-api-key") or headers.get("api-key") or ""
     )
-    return hmac.new(secret, credential.encode(), hashlib.sha256).hexdigest()
+    keyed = _KEYED.get(secret)
+    if keyed is None:  # the key's HMAC state, made once per secret (a process has one or two)
+        if len(_KEYED) >= _KEYED_MAX:
+            _KEYED.clear()
+        keyed = _KEYED[secret] = hmac.new(secret, digestmod=hashlib.sha256)
+    digest = keyed.copy()
+    digest.update(credential.encode())
+    return digest.hexdigest()
+
+
+_KEYED: dict[bytes, hmac.HMAC] = {}
+_KEYED_MAX = 8
 
 
 class OffStore:

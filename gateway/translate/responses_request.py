@@ -194,8 +194,11 @@ def _allowed(choice: dict[str, Any], tools: ToolReading) -> ToolChoice | None:
 
 def relayed_tool_origins(body: dict[str, Any]) -> dict[str, ToolOrigin]:
     """A Responses upstream names a call by the tool's own name: the custom tools, by name."""
+    declared = body.get("tools")
+    if not declared:  # none, or an empty array: nothing to read (a falsy non-array: nothing too)
+        return {}
     try:
-        tools = read_tools(body.get("tools"))
+        tools = read_tools(declared)
     except InvalidRequest:
         return {}  # the upstream judges the request it was sent unchanged
     return {o.name: o for o in tools.origins.values() if o.custom and o.namespace is None}

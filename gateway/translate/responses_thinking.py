@@ -134,11 +134,9 @@ def without_gateway_reasoning(body: dict[str, Any]) -> tuple[dict[str, Any], Dro
     """A Responses upstream cannot read the gateway's `gw1:` tokens (a conversation that moved
     from an Anthropic model): the reasoning items carrying one are left out and counted."""
     items = body.get("input")
-    if not isinstance(items, list):
+    if not isinstance(items, list) or not any(map(_carries_gateway_token, items)):
         return None
     kept = [item for item in items if not _carries_gateway_token(item)]
-    if len(kept) == len(items):
-        return None
     dropped = Dropped(items={"reasoning": len(items) - len(kept)})
     return {**body, "input": kept}, dropped
 

@@ -132,9 +132,10 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     # First of all, the processes that start on their own: the price table's child reads the
     # table, and with `--workers N` the workers import the serving stack, while this process
     # imports, validates and prepares; they get what they wait for once it is known.
+    from gateway.price_cache import PriceCache
     from gateway.price_subset import PendingPrices
 
-    prices = PendingPrices.begin()
+    prices = PendingPrices.begin(PriceCache.default(env))
     launch = None
     if args.workers is not None and args.workers > 1:
         from gateway.launch import Launch

@@ -1,7 +1,8 @@
 """The first steps of `gateway serve --workers N`, before the settings are read: the supervisor's
-private directory, its event loop, and its workers started, so that they import the serving
-stack while the supervisor imports, validates and prepares (gateway.supervisor). Light on
-purpose: the command line imports it before the settings' models.
+private directory, its event loop, and its first worker started, so that it imports the serving
+stack while the supervisor imports, validates and prepares (gateway.supervisor, which starts the
+others once the first is ready). Light on purpose: the command line imports it before the
+settings' models.
 
     launch = Launch.begin(count)     # the workers start importing now
     ...                              # the settings, the report, the address
@@ -49,10 +50,12 @@ class Launch:
 
     @classmethod
     def begin(cls, count: int, env: Mapping[str, str] = os.environ) -> Launch:
+        """The first worker starts now; the supervisor starts the others once it is ready
+        (gateway.supervisor's `_staggered`)."""
         launch = cls(env)
         if count > 1:
             try:
-                launch.started = launch.runner.run(_start_all(count, launch.env))
+                launch.started = launch.runner.run(_start_all(1, launch.env))
             except OSError:  # the supervisor starts them again, and says why it cannot
                 launch.started = []
         return launch

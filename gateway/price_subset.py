@@ -19,9 +19,12 @@ Nothing goes to the child but base URLs and kind hints, and it reads no configur
 
 `gateway serve` starts the child first of all, before it reads its configuration (`begin`): the
 child reads the table while the gateway imports and validates, and waits for the hints on its
-stdin (`ask`), so the table is ready long before the app. With several workers, the supervisor
-runs the one child and hands each worker its answer as it came (`answer`, `GivenPrices`): one
-table read for the whole gateway, and no worker process waits for a child of its own.
+stdin (`ask`), so the table is ready long before the app. Its answers are kept on disk
+(gateway.price_cache): when one of the installed table is kept, `begin` starts no child, and
+`ask` reads the answer for the configuration's hints, starting the child only if there is none.
+With several workers, the supervisor runs the one child and hands each worker its answer as it
+came (`answer`, `GivenPrices`): one table read for the whole gateway, and no worker process
+waits for a child of its own.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import orjson
 
 if TYPE_CHECKING:  # the child imports none of them: it starts sooner
     from gateway.cost import Prices
+    from gateway.price_cache import PriceCache
     from gateway.price_table import DataSnapshot, Provider
     from gateway.settings import Settings
 
@@ -49,6 +53,7 @@ log = logging.getLogger("gateway.prices")
 TIMEOUT_S: Final = 60.0
 CHILD: Final = ("-P", "-m", "gateway.price_subset")  # -P: this module, not one in the cwd
 Hints = Mapping[str, tuple[str | None, str | None]]  # provider name: (base URL, kind's hint)
+# (the same shape as gateway.price_cache.Hints)
 
 
 def hints_of(settings: Settings) -> Hints | None:
@@ -102,19 +107,32 @@ class PendingPrices:
     settings: Settings | None
     process: subprocess.Popen[bytes] | None
     _ask: io.RawIOBase | None = None  # the child's stdin, until the hints are written
+    cache: PriceCache | None = None
+    hints: Hints | None = None
+    cached: bytes | None = None  # the answer read from the cache: no child
 
     @classmethod
-    def start(cls, settings: Settings) -> PendingPrices:
+    def start(cls, settings: Settings, cache: PriceCache | None = None) -> PendingPrices:
+        """Begun and asked at once; `cache` as `begin`'s (reading files: never in a loop)."""
         if hints_of(settings) is None:
             return cls(settings, None)
-        pending = cls.begin()
+        pending = cls.begin(cache)
         pending.ask(settings)
         return pending
 
     @classmethod
-    def begin(cls) -> PendingPrices:
+    def begin(cls, cache: PriceCache | None = None) -> PendingPrices:
         """The child, started before the settings are known: it reads the table, then waits
-        for `ask`."""
+        for `ask`. With a `cache` that keeps an answer of this table, no child yet: `ask`
+        reads the answer, and starts the child only when there is none for its providers."""
+        if cache is not None and cache.has_stamp():
+            return cls(None, None, cache=cache)
+        pending = cls.spawn()
+        pending.cache = cache
+        return pending
+
+    @classmethod
+    def spawn(cls) -> PendingPrices:
         ask = None
         try:
             asked, ask = os.pipe()
@@ -136,10 +154,16 @@ class PendingPrices:
         """Send the child `settings`' hints; none (the child ends) when a provider is priced by
         the model name: then it is the whole table."""
         self.settings = settings
+        hints = self.hints = hints_of(settings)
+        if hints is not None and self.process is None and self._ask is None and self.cache:
+            self.cached = self.cache.read(hints)
+            if self.cached is not None:
+                return
+            spawned = self.spawn()  # none kept for these providers: the child now
+            self.process, self._ask = spawned.process, spawned._ask
         pipe, self._ask = self._ask, None
         if pipe is None:
             return
-        hints = hints_of(settings)
         with pipe:
             if hints is None:
                 self._end()
@@ -176,11 +200,15 @@ class PendingPrices:
         answer = self.answer()
         if answer is not None and (prices := prices_of(answer)) is not None:
             return prices
+        if self.cached is not None and self.cache is not None and self.hints is not None:
+            self.cache.forget(self.hints)  # it did not read: the next start asks the child
         return Prices.whole(self.settings)
 
     def answer(self) -> bytes | None:
         """The child's answer as it came (a supervisor hands it to its workers); None when there
         is none: the whole table then. Blocking: a thread's, or before the event loop."""
+        if self.cached is not None:
+            return self.cached
         process = self.process
         if process is None:
             return None
@@ -197,6 +225,8 @@ class PendingPrices:
                 process.returncode,
             )
             return None
+        if self.cache is not None and self.hints is not None and out:
+            self.cache.write(self.hints, out)
         return out
 
 

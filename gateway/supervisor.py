@@ -69,6 +69,7 @@ log = logging.getLogger("gateway.supervisor")
 RESTART_DELAY_MIN: Final = 0.5
 RESTART_DELAY_MAX: Final = 30.0
 QUICK_DEATH: Final = 10.0  # seconds: a worker that dies sooner after its start died quickly
+STAGGER_MAX_S: Final = 10.0  # the longest the other workers wait for the first to be ready
 GIVE_UP_AFTER: Final = 5  # failed starts in a row with no worker serving, once listening
 
 
@@ -152,6 +153,8 @@ class Supervisor:
         self._stopping = asyncio.Event()
         self._stop_signal: signal.Signals | None = None
         self._all_ready = asyncio.Event()
+        # Set once a worker is ready, or one ended first: the others start only then (`_staggered`).
+        self._first_settled = asyncio.Event()
         self._listening = False
         self._gave_up: str | None = None
         self._stop_problems: list[str] = []
@@ -261,12 +264,22 @@ class Supervisor:
             )
             raise
 
+    async def _staggered(self, slot: Slot) -> None:
+        """The first worker starts alone, the others once it is ready: on a machine whose cores
+        the workers' imports would share, the first answer then comes a whole import sooner, and
+        the last worker is ready about when it would have been (each import takes a core)."""
+        if slot.index > 1 and self._started.get(slot.index) is None:
+            with contextlib.suppress(TimeoutError):  # a slow first: the others wait no longer
+                await asyncio.wait_for(_first(self._first_settled, self._stopping), STAGGER_MAX_S)
+
     async def _keep_running(self, slot: Slot) -> None:
         delay = 0.0
+        await self._staggered(slot)
         while not self._stopping.is_set():
             if delay and await _within(self._stopping, delay):
                 return
             status = await self._run_worker(slot)
+            self._first_settled.set()
             if self._stopping.is_set():
                 self._stopped(slot, status)
                 return
@@ -347,6 +360,7 @@ class Supervisor:
             if line == b"ready\n":
                 slot.ready = True
                 slot.failed_starts = 0
+                self._first_settled.set()
                 pid = slot.process.pid if slot.process is not None else None
                 log.info("worker ready", extra={"worker": slot.index, "pid": pid})
                 if all(s.ready for s in self.slots):

@@ -7,6 +7,7 @@ model name (`unique_model`), so tests never see each other's traffic.
 
 from __future__ import annotations
 
+import os
 import socket
 import uuid
 from collections.abc import Iterator
@@ -38,6 +39,19 @@ GATEWAYS = {
     "pass": ("pass", "flag"),
     "reject": ("withhold", "reject"),
 }
+
+
+@pytest.fixture(autouse=True, scope="session")
+def own_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`gateway serve` keeps the price child's answers in the user's cache directory
+    (gateway.price_cache): the processes a test run starts keep theirs in the run's own."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
 
 
 @pytest.fixture(autouse=True, scope="session")

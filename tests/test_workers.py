@@ -364,3 +364,23 @@ async def test_one_worker_is_one_process(launch):
     assert not any("worker" in obj for obj in gateway.json_lines())
     gateway.signal(signal.SIGTERM)
     assert await gateway.wait(30) == 0
+
+
+async def test_the_first_worker_starts_alone_and_the_others_once_it_is_ready(launch):
+    """Started together, the workers' imports would share the cores and the first answer would
+    wait for both; the second starts once the first is ready, and then serves too."""
+    gateway = launch(workers=3)
+    base = await gateway.ready()
+    lines = [
+        (obj["message"], obj["worker"])
+        for obj in gateway.json_lines()
+        if obj.get("message") in ("worker started", "worker ready")
+    ]
+    assert lines[:2] == [("worker started", 1), ("worker ready", 1)]
+    assert sorted(lines[2:]) == sorted(
+        [("worker started", 2), ("worker started", 3), ("worker ready", 2), ("worker ready", 3)]
+    )
+    assert all(d.completed for d in await many(base, 24))
+    assert set(served_by(gateway).values()) <= {1, 2, 3}
+    gateway.signal(signal.SIGTERM)
+    assert await gateway.wait(30) == 0

@@ -209,7 +209,9 @@ def caption(document: Mapping[str, Any]) -> str:
         "the target's figure over the direct call to the fake upstream in the same trial, then "
         "the median; for memory and cold start, over the fake upstream's own process. TTFT: "
         "time to the first content word of a stream. Peak: the highest of the sweep's per-"
-        "concurrency medians. Largest process: a worker, under a supervisor. Gateway workers: "
+        "concurrency medians. Largest process: a worker, under a supervisor. Cold start: process "
+        "start to the first answer, the median of the starts after one not counted (it compiles "
+        "the bytecode and reads the files into the page cache). Gateway workers: "
         f"{workers if workers is not None else 'one per core'}. "
         f"Published: {document['published']['source']}."
     )

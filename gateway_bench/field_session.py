@@ -68,9 +68,21 @@ def gateway_argv(config: Path, port: int, *, workers: int | None) -> list[str]:
     return argv + (["--workers", str(workers)] if workers is not None else [])
 
 
+# What a start is not to pay for: a first start after an install or an edit compiles the
+# bytecode (pip compiles it at install; an editable checkout on the first import), and an
+# environment that forbids writing it (PYTHONDONTWRITEBYTECODE) would pay it on every start.
+NOT_COLD: Final = ("PYTHONDONTWRITEBYTECODE",)
+
+
+def start_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {key: value for key, value in env.items() if key not in NOT_COLD}
+
+
 class Starts:
-    """Cold starts, `cold_starts` times each: the upstream's own, each gateway the bench
-    starts, and the one `--compare-start` starts."""
+    """Cold starts, `cold_starts` times each after one start that is not counted (it compiles
+    what is not compiled yet and reads the files into the page cache, as an installed gateway
+    has): the upstream's own, each gateway the bench starts, and the one `--compare-start`
+    starts."""
 
     def __init__(self, plan: FieldPlan, tmp: Path, progress: Reporter) -> None:
         self.plan, self.tmp, self.progress = plan, tmp, progress
@@ -89,13 +101,15 @@ class Starts:
         """`argv_at(port)`, `target_at(port)`: each start gets a fresh port, unless the target
         is at a fixed one (another gateway's command, whose port is in it)."""
         runs = self.seconds.setdefault(name, [])
-        for _ in range(self.plan.cold_starts):
-            self.progress.step(f"cold start: {name}")
+        for index in range(self.plan.cold_starts + 1):
+            self.progress.step(f"cold start: {name}" + ("" if index else " (not counted)"))
             port = free_port()
             request = first_request(target_at(port), wire, self.chat.prefix)
             log = self.tmp / f"{name}-starts.log"
-            runs.append(cold_start(argv_at(port), env, request, log, timeout))
-            self.progress.advance()
+            seconds = cold_start(argv_at(port), start_env(env), request, log, timeout)
+            if index:
+                runs.append(seconds)
+                self.progress.advance()
 
 
 def upstream_argv(port: int) -> list[str]:

@@ -130,17 +130,20 @@ def listen_address(
 
 def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     # First of all, the processes that start on their own: the price table's child reads the
-    # table, and with `--workers N` the workers import the serving stack, while this process
-    # imports, validates and prepares; they get what they wait for once it is known.
+    # table, and with several workers (`--workers N`, or the default on a machine of several
+    # cores) the first worker imports the serving stack, while this process imports, validates
+    # and prepares; they get what they wait for once it is known.
+    from gateway.cores import default_count
     from gateway.price_cache import PriceCache
     from gateway.price_subset import PendingPrices
 
     prices = PendingPrices.begin(PriceCache.default(env))
     launch = None
-    if args.workers is not None and args.workers > 1:
+    likely = args.workers if args.workers is not None else default_count()
+    if likely > 1:
         from gateway.launch import Launch
 
-        launch = Launch.begin(args.workers, env)
+        launch = Launch.begin(likely, env)
     try:
         return _serve(args, env, prices, launch)
     finally:
@@ -181,7 +184,10 @@ def _serve(
     except ConfigError as exc:
         return fail(2, str(exc))
     prices.ask(settings)  # the child has been reading the table meanwhile
-    if plan.count > 1 and launch is None:  # one per core, or `[server] workers`: known now
+    if plan.count == 1 and launch is not None:  # `[server] workers = 1`, or the memory limits
+        launch.abandon()
+        launch = None
+    elif plan.count > 1 and launch is None:  # `[server] workers` on a single core: known now
         from gateway.launch import Launch
 
         launch = Launch.begin(plan.count, env)

@@ -27,6 +27,7 @@ import struct
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
+from gateway.cores import default_count
 from gateway.responses_store.base import SHARED_MEMORY
 from gateway.settings import ConfigError, Settings
 
@@ -36,14 +37,6 @@ if TYPE_CHECKING:
 _LENGTH: Final = struct.Struct(">I")
 MAX_SOCKETS: Final = 64  # descriptors a spec brings: one per address the host resolves to
 RESPONSES_FILE: Final = "responses.db"
-
-
-def default_count() -> int:
-    """The cores this process may run on (its CPU affinity mask), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # no affinity mask on this platform (macOS)
-        return os.cpu_count() or 1
 
 
 @dataclass(frozen=True, slots=True)

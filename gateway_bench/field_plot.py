@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from gateway_bench.plot import require
+from gateway_bench.plot import minor_tick_label, require, tick_label
 
 BAR_WIDTH: Final = 0.8
 
@@ -26,6 +26,7 @@ def plot_field(document: Mapping[str, Any], path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     rows = document["workloads"]
     targets = targets_of(rows)
@@ -66,6 +67,10 @@ def plot_field(document: Mapping[str, Any], path: str) -> None:
     axes[2].set_xticklabels([str(c) for c in sweep])
     axes[2].set_title("Chat non-stream, req/s by concurrency (log)", fontsize=9)
     axes[2].grid(True, which="both", alpha=0.3)
+    for axis in axes:
+        axis.yaxis.set_major_formatter(FuncFormatter(tick_label))
+        axis.yaxis.set_minor_formatter(FuncFormatter(minor_tick_label))
+        axis.tick_params(which="both", labelsize=7)
     axes[0].legend(fontsize=7)
     axes[2].legend(fontsize=7, loc="lower right")
     figure.suptitle("gateway bench --suite field", fontsize=10)

@@ -4,10 +4,22 @@ exactly what the general event builder writes."""
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from gateway.encode import ReplyTerms
 from gateway.encode.responses_stream import ResponsesWriter
-from gateway.events import MessageStart, TextDelta
+from gateway.events import (
+    MessageStart,
+    RefusalDelta,
+    Stop,
+    StopReason,
+    StreamEnd,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallStart,
+)
+from gateway.normalize.aggregate import ChunkAggregator
+from gateway.normalize.truncation import judge
 
 
 def frames(data: bytes) -> list[tuple[str, dict]]:
@@ -43,3 +55,58 @@ def test_the_text_delta_template_matches_the_general_event():
             logprobs=[],
         )
         assert expected in data  # byte for byte
+
+
+def ended(events: list) -> bytes:
+    """A whole stream of `events` through the writer, ended as the relay ends it."""
+    terms = ReplyTerms("req1", "p", "m", "withhold", response_id="resp_" + "0" * 32)
+    writer, agg = ResponsesWriter(terms), ChunkAggregator()
+    for event in events:
+        agg.handle(event)
+    data = writer.feed(None, None, events[:-2])
+    response = agg.final()
+    reason, native = agg.stop
+    verdict = judge(reason, native, agg.error, [(c.id, c.name) for c in agg.tool_calls], "withhold")
+    return data + writer.end(verdict, response)
+
+
+@pytest.mark.parametrize(
+    "middle",
+    [
+        [TextDelta("Grüß "), TextDelta('"\\n"😀\u2028')],
+        [ThinkingDelta("hmm"), TextDelta("a"), RefusalDelta("no %d %b"), TextDelta("b")],
+        [TextDelta("x"), ToolCallStart(0, "call_1", "f"), TextDelta("held")],
+        [],
+    ],
+)
+def test_the_end_events_from_byte_templates_are_what_the_general_encoder_writes(middle):
+    stop = Stop(StopReason.TOOL_CALLS if len(middle) == 3 else StopReason.STOP, "completed")
+    data = ended([MessageStart("up", "m"), *middle, stop, StreamEnd(terminator_seen=True)])
+
+    events = frames(data)
+    for block in data.split(b"\n\n")[:-1]:
+        payload = block.split(b"\ndata: ", 1)[1]
+        assert orjson.dumps(orjson.loads(payload)) == payload  # orjson's own bytes for the dict
+    assert [d["sequence_number"] for _, d in events] == list(range(len(events)))
+    done = [d["item"] for k, d in events if k == "response.output_item.done"]
+    assert events[-1][1]["response"]["output"] == done
+    # The general encoder's bytes for the text part's and the message's end, in its key order.
+    general = ResponsesWriter(ReplyTerms("req1", "p", "m", "withhold"))
+    for kind, d in events:
+        if kind == "response.output_text.done":
+            where = {k: d[k] for k in ("item_id", "output_index", "content_index")}
+            general._seq = d["sequence_number"]
+            text = d["text"]
+            part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+            expected = general._event(kind, **where, text=text, logprobs=[])
+            expected += general._event("response.content_part.done", **where, part=part)
+            assert expected in data
+        if kind == "response.output_item.done" and d["item"]["type"] == "message":
+            item = d["item"]
+            general._seq = d["sequence_number"]
+            item = {k: item[k] for k in ("id", "type", "role", "status", "content")}
+            assert general._event(kind, output_index=d["output_index"], item=item) in data
+    texts = [d["text"] for k, d in events if k == "response.output_text.done"]
+    parts = [p for item in done for p in item.get("content", ()) if p["type"] == "output_text"]
+    assert texts == [p["text"] for p in parts]
+    assert "".join(texts) == "".join(e.text for e in middle if isinstance(e, TextDelta))

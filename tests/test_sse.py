@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.formats.sse import SSEDecoder, SSEFrame, encode
+from gateway.formats.sse import SSEDecoder, SSEFrame, _read_block, encode
 from tests.fixtures_util import chunked
 
 
@@ -223,3 +224,70 @@ def test_random_streams_under_random_chunkings(stream, data):
     points = data.draw(st.lists(st.integers(0, len(body)), max_size=20))
     assert pairs(decode(chunked(body, points))) == expected
     assert pairs(decode(bytewise(body))) == expected
+
+
+# --- the name-and-data pair run (SSEDecoder._pairs) ---------------------------------------------
+
+
+def line_by_line(body: bytes) -> list[tuple[str | None, bytes]]:
+    """What the specification's line-by-line reading gives, with no fast path."""
+    frames: list[SSEFrame] = []
+    _read_block(body.replace(b"\r\n", b"\n").replace(b"\r", b"\n"), frames)
+    return pairs(frames)
+
+
+PAIR_RUN = (
+    b"event: response.created\ndata: {}\n\n"
+    b"event: \ndata: \n\n"  # an empty name and empty data
+    b"event: a:b\ndata: data: x\n\n"
+    b"event: caf\xc3\xa9 \xff\ndata: event: y\n\n"
+)
+
+
+def test_a_run_of_pairs_is_one_match_per_event():
+    decoder = SSEDecoder()
+    got = pairs(decoder.feed(PAIR_RUN + b"event: partial\nda"))
+    assert got == line_by_line(PAIR_RUN)
+    assert got[1] == ("", b"") and got[3][0] == "café \ufffd"
+    assert pairs(decoder.feed(b"ta: rest\n\n")) == [("partial", b"rest")]
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        b"event: x\nid: 1\ndata: y\n\n",  # a line between the name and the data
+        b"event: x\ndata: y\ndata: z\n\n",  # data on two lines
+        b"event:x\ndata: y\n\n",  # no space after the colon
+        b"event: x\n\n",  # a name without data
+        b"data: plain\n\n",
+        b": keep-alive\n\n",
+        b"\n",  # a longer run of line ends: the next block starts with one
+        b"event: x\r\ndata: y\r\n\r\n",
+    ],
+)
+@pytest.mark.parametrize("where", [0, 1, 4])
+def test_any_other_event_among_pairs_reads_as_the_specification_does(odd, where):
+    events = [PAIR_RUN[: PAIR_RUN.index(b"event: \n")], b"event: q\ndata: 1\n\n"] * 2
+    body = b"".join(events[:where]) + odd + b"".join(events[where:])
+    assert pairs(decode([body])) == line_by_line(body)
+    assert pairs(decode(bytewise(body))) == line_by_line(body)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([b"", b"a", b"ping", b"x:y", b"\xff", b"event: z", b" "]),
+            st.sampled_from([b"", b"{}", b"data: x", b"\xc3", b":"]),
+        ),
+        max_size=8,
+    ),
+    st.data(),
+)
+def test_pair_runs_with_a_byte_changed_decode_as_line_by_line(events, data):
+    body = b"".join(b"event: " + name + b"\ndata: " + value + b"\n\n" for name, value in events)
+    if body and data.draw(st.booleans()):
+        at = data.draw(st.integers(0, len(body) - 1))
+        body = body[:at] + data.draw(st.sampled_from([b"\n", b"", b"x", b":"])) + body[at + 1 :]
+    cut = data.draw(st.integers(0, len(body)))
+    assert pairs(decode([body[:cut], body[cut:]])) == line_by_line(body)

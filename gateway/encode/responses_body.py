@@ -61,7 +61,7 @@ def status_of(verdict: Verdict) -> tuple[str, str | None]:
 def response_object(
     terms: ReplyTerms,
     status: str,
-    output: Sequence[Item],
+    output: Sequence[Item | orjson.Fragment],  # a Fragment: an item already encoded
     usage: Usage | None,
     model: str,
     verdict: Verdict | None,

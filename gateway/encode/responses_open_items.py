@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 
 class OpenMessage:
     """The message item being streamed: its parts so far, the part open now."""
 
-    __slots__ = ("delta_tail", "id", "index", "kind", "parts", "text")
+    __slots__ = ("delta_tail", "encoded", "id", "index", "kind", "parts", "text", "where")
 
     def __init__(self, item_id: str, index: int) -> None:
         self.id = item_id
         self.index = index
-        self.parts: list[dict[str, Any]] = []
+        self.parts: list[str] = []  # the kinds of the closed parts
+        self.encoded: list[bytes] = []  # their JSON, as the item's content holds it
         self.kind: str | None = None  # "output_text" | "refusal" while a part is open
         self.text: list[str] = []
+        self.where = b""  # the open part's `"item_id":…,"output_index":…,"content_index":…`
         self.delta_tail = b""  # the fixed fields of the open text part's delta events
 
 

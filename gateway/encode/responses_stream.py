@@ -55,6 +55,22 @@ TEXT_DELTA_HEAD = (
     b'data: {"type":"response.output_text.delta","sequence_number":'
 )
 TEXT_DELTA_END = b',"logprobs":[]}\n\n'
+# The end of a text part, from its fields' JSON (its text encoded once for all of them):
+# response.output_text.done and response.content_part.done, then the part as content holds it.
+TEXT_DONE = (
+    b"event: response.output_text.done\n"
+    b'data: {"type":"response.output_text.done","sequence_number":%d,%b,"text":%b,"logprobs":[]}'
+    b"\n\n"
+    b"event: response.content_part.done\n"
+    b'data: {"type":"response.content_part.done","sequence_number":%d,%b,"part":%b}\n\n'
+)
+TEXT_PART = b'{"type":"output_text","text":%b,"annotations":[],"logprobs":[]}'
+MESSAGE_ITEM = b'{"id":%b,"type":"message","role":"assistant","status":%b,"content":[%b]}'
+ITEM_DONE = (
+    b"event: response.output_item.done\n"
+    b'data: {"type":"response.output_item.done","sequence_number":%d,"output_index":%d,"item":%b}'
+    b"\n\n"
+)
 # A lifecycle event up to its response object: the event's name twice, its sequence number.
 LIFECYCLE_HEAD = b'event: %s\ndata: {"type":"%s","sequence_number":%d,"response":'
 # Codex stops retrying on these codes (and retries anything else); the SDK reads them as-is.
@@ -65,9 +81,9 @@ class ResponsesWriter:
     __slots__ = (
         "_created_at",
         "_held",
-        "_items",
         "_message",
         "_model",
+        "_output",
         "_reasoning",
         "_seq",
         "_started",
@@ -81,7 +97,9 @@ class ResponsesWriter:
         self._created_at = int(time.time())
         self._model = terms.model
         self._started = False
-        self._items: list[Item] = []  # closed items, in output order
+        # The closed items, in output order, for the terminal response: a message as its JSON
+        # (written once, for its output_item.done), the others as they are.
+        self._output: list[Item | orjson.Fragment] = []
         self._message: OpenMessage | None = None
         self._reasoning: OpenReasoning | None = None
         self._held = False  # a tool call arrived: what follows is held until the end
@@ -120,7 +138,7 @@ class ResponsesWriter:
         )
 
     def _next_index(self) -> int:
-        return len(self._items) + (self._message is not None) + (self._reasoning is not None)
+        return len(self._output) + (self._message is not None) + (self._reasoning is not None)
 
     # --- live events --------------------------------------------------------------------------
 
@@ -195,7 +213,7 @@ class ResponsesWriter:
         where = {"item_id": rs.id, "output_index": rs.index, "summary_index": 0}
         item = reasoning_item(self._terms, rs.index, text, rs.signature)
         item["id"] = rs.id
-        self._items.append(item)
+        self._output.append(item)
         return b"".join(
             (
                 self._event("response.reasoning_summary_text.done", **where, text=text),
@@ -263,8 +281,9 @@ class ResponsesWriter:
                 "output_index": message.index,
                 "content_index": len(message.parts),
             }
-        )
-        message.delta_tail = b"," + where[1:-1] + b',"delta":'
+        )[1:-1]
+        message.where = where
+        message.delta_tail = b"," + where + b',"delta":'
         part: dict[str, Any] = (
             {"type": "output_text", "text": "", "annotations": []}
             if kind == "output_text"
@@ -282,25 +301,28 @@ class ResponsesWriter:
         if message.kind is None:
             return b""
         text = "".join(message.text)
-        where = {
+        if message.kind == "output_text":
+            # The bytes `_event` would write for the two events, the text encoded once.
+            encoded = orjson.dumps(text)
+            part_json = TEXT_PART % encoded
+            seq = self._seq
+            self._seq = seq + 2
+            where = message.where
+            message.parts.append("output_text")
+            message.encoded.append(part_json)
+            message.kind = None
+            return TEXT_DONE % (seq, where, encoded, seq + 1, where, part_json)
+        fields = {
             "item_id": message.id,
             "output_index": message.index,
             "content_index": len(message.parts),
         }
-        if message.kind == "output_text":
-            part: dict[str, Any] = {
-                "type": "output_text",
-                "text": text,
-                "annotations": [],
-                "logprobs": [],
-            }
-            done = self._event("response.output_text.done", **where, text=text, logprobs=[])
-        else:
-            part = {"type": "refusal", "refusal": text}
-            done = self._event("response.refusal.done", **where, refusal=text)
-        message.parts.append(part)
+        part = {"type": "refusal", "refusal": text}
+        done = self._event("response.refusal.done", **fields, refusal=text)
+        message.parts.append("refusal")
+        message.encoded.append(orjson.dumps(part))
         message.kind = None
-        return done + self._event("response.content_part.done", **where, part=part)
+        return done + self._event("response.content_part.done", **fields, part=part)
 
     def _close_message(self, status: str) -> bytes:
         message = self._message
@@ -308,15 +330,15 @@ class ResponsesWriter:
             return b""
         self._message = None
         out = self._close_part(message)
-        item = {
-            "id": message.id,
-            "type": "message",
-            "role": "assistant",
-            "status": status,
-            "content": message.parts,
-        }
-        self._items.append(item)
-        return out + self._event("response.output_item.done", output_index=message.index, item=item)
+        item = MESSAGE_ITEM % (
+            orjson.dumps(message.id),
+            orjson.dumps(status),
+            b",".join(message.encoded),
+        )
+        self._output.append(orjson.Fragment(item))
+        seq = self._seq
+        self._seq = seq + 1
+        return out + ITEM_DONE % (seq, message.index, item)
 
     # --- the end ------------------------------------------------------------------------------
 
@@ -355,7 +377,7 @@ class ResponsesWriter:
                     )
                 )
             out.append(self._event("response.output_item.done", output_index=index, item=item))
-            self._items.append(item)
+            self._output.append(item)
         return b"".join(out)
 
     def _rest(self, response: AggregatedResponse, verdict: Verdict, item_status: str) -> bytes:
@@ -366,7 +388,7 @@ class ResponsesWriter:
             out.append(self._text(held, "output_text"))
         refusal = refusal_text(response, verdict)
         message = self._message
-        streamed_refusal = any(p["type"] == "refusal" for p in message.parts) if message else False
+        streamed_refusal = "refusal" in message.parts if message else False
         if refusal and not response.refusal and not streamed_refusal:
             out.append(self._text(refusal, "refusal"))
         out.append(self._close_message(item_status))
@@ -409,7 +431,7 @@ class ResponsesWriter:
         body = response_object(
             self._terms,
             status,
-            self._items,
+            self._output,
             response.usage,
             response.model or self._model,
             verdict,

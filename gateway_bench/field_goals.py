@@ -21,14 +21,14 @@ from typing import Any, Final
 
 from gateway_bench.field_plan import FASTEST
 
-# The direct call's figures on the reference machine (this project's 2-core machine, the field
-# suite's first full run, 2026-12-04; docs/performance/field.md): the denominators that turn
-# each absolute limit into a ratio limit.
+# The direct call's figures on the reference machine (this project's 2-core machine): the mean of
+# the field suite's two full runs there on 2026-12-04 (docs/performance/field.md), the
+# denominators that turn each absolute limit into a ratio limit.
 REFERENCE: Final = {
-    "chat_peak_rps": 133_761.0,  # the load generator against the fake upstream, c16
-    "chat_p99_ms": 0.151,  # at c10
-    "process_rss_mb": 31.2,  # the fake upstream's peak over the whole run
-    "cold_start_s": 0.093,  # the fake upstream's, process start to first answer
+    "chat_peak_rps": 135_070.0,  # the load generator against the fake upstream (133,761; 136,378)
+    "chat_p99_ms": 0.1545,  # at c10 (0.151; 0.158)
+    "process_rss_mb": 31.15,  # the fake upstream's peak over the whole run (31.2; 31.1)
+    "cold_start_s": 0.0825,  # the fake upstream's, process start to first answer (0.093; 0.072)
 }
 RSS_PER_WORKER_MB: Final = 64.0
 COLD_START_S: Final = 0.5

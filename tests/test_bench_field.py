@@ -118,14 +118,14 @@ def test_targets_are_judged_absolute_and_as_a_ratio_to_the_direct_call():
     assert peak.met is True  # 5,000 > 4,928
     assert peak.ratio_met is (4928 / field_goals.REFERENCE["chat_peak_rps"] <= 0.05)
     p99 = verdicts["Chat non-stream, p99 at c10"]
-    assert p99.met is False and p99.ratio_met is True  # 7.0 ms; 40x is under 45.6x
+    assert p99.met is False and p99.ratio_met is True  # 7.0 ms; 40x is under 44.5x
     assert verdicts["Responses non-stream vs Chat non-stream"].met is False
     assert verdicts["Responses stream vs Chat stream"].met is True
     assert verdicts["Messages non-stream vs Chat non-stream"].met is True
     assert verdicts["Messages stream vs Chat stream"].met is False
     assert verdicts["RSS per worker (largest process, peak)"].met is True
     cold = verdicts["Cold start, process start to first answer"]
-    assert cold.met is False and cold.ratio_met is True  # 0.6 s; 3.0x is under 5.4x
+    assert cold.met is False and cold.ratio_met is True  # 0.6 s; 3.0x is under 6.1x
 
 
 def test_a_figure_not_measured_is_not_judged():

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import sys
@@ -133,6 +134,7 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     # table, and with several workers (`--workers N`, or the default on a machine of several
     # cores) the first worker imports the serving stack, while this process imports, validates
     # and prepares; they get what they wait for once it is known.
+    gc.disable()  # until it listens (gateway.serving's settle_collector), or supervises
     from gateway.cores import default_count
     from gateway.price_cache import PriceCache
     from gateway.price_subset import PendingPrices
@@ -207,6 +209,7 @@ def _serve(
         print(line.render(), file=sys.stderr)
     location = store_location(audit_store)
     if plan.count > 1:
+        gc.enable()  # the supervisor serves nothing: its start is over
         from gateway.supervisor import supervise
 
         shown = address.shown_host()

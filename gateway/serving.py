@@ -62,6 +62,17 @@ class Serving:
     prices: PendingPrices | GivenPrices | None = None
 
 
+def settle_collector() -> None:
+    """Once the process listens: the collector, off while it started (`gateway serve` and a
+    worker turn it off first: the imports' collections were 30-50 ms of CPU before the first
+    answer), collects the start's garbage once, then freezes what start-up made (modules,
+    settings, the app: it lives as long as the process, and a full collection no longer walks
+    it again and again), and runs from then on."""
+    gc.collect()
+    gc.freeze()
+    gc.enable()
+
+
 async def run_server(
     settings: Settings, listeners: list[socket.socket], audit_location: str, serving: Serving
 ) -> None:
@@ -124,19 +135,17 @@ async def run_server(
             raise StartupFailed(
                 f"cannot open the audit store {audit_location}: {cause(exc)}"
             ) from exc
-        # What start-up made (modules, settings, the app) lives as long as the process: out of
-        # the collector's sight, a full collection no longer walks it again and again. And an
-        # exchange allocates hundreds of containers, nearly all freed by their reference
+        # An exchange allocates hundreds of containers, nearly all freed by their reference
         # counts: with the default threshold (700) a young collection ran about every 30
         # exchanges, 11 us of CPU per exchange in all (gc.callbacks, 20,000 exchanges); at
         # 10,000 it is about 1 us. Only cyclic garbage waits longer for its collection.
-        gc.freeze()
         gc.set_threshold(GC_YOUNG, 20, 20)
         for sock in listeners:
             await web.SockSite(runner, sock, backlog=BACKLOG).start()
         loop.add_signal_handler(RELOAD_SIGNAL, reload)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, (RELOAD_SIGNAL,))
         ready = serving.on_ready(listeners[0].getsockname()[1])
+        loop.call_soon(settle_collector)
         if ready is not None:
             await ready
         logs.batch_lines()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import os
 import socket
@@ -45,6 +46,7 @@ def preload() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     channel = socket.socket(fileno=int(args[0]))
+    gc.disable()  # until it listens: gateway.serving's settle_collector
     preload()
     try:
         spec = read_spec(channel)

@@ -44,11 +44,11 @@ from gateway.formats.openai_responses_items import (
     CUSTOM_CALL,
     FUNCTION_CALL,
     TOOL_ITEMS,
+    WHOLE_ITEMS,
     call_start,
     custom_arguments,
     error_event,
     escaped,
-    item_events_of,
     item_type,
     native_stop,
     stop_event,
@@ -324,12 +324,15 @@ def response_events(body: dict[str, Any]) -> list[Event]:
     events: list[Event] = [MessageStart(response_id, string(body.get("model"), "model") or "")]
     tools, refused = 0, False
     for item in objects(body["output"], "output"):
-        kind = item_type(item)
-        item_events = item_events_of(kind, item, tools)
+        kind = item.get("type")
+        if kind.__class__ is not str:
+            kind = item_type(item)  # "" when absent, else a ShapeError
+        whole = WHOLE_ITEMS.get(kind)  # item_events_of, inline
+        item_events = whole(item, tools) if whole is not None else []
         if kind in TOOL_ITEMS:
             tools += 1
         elif kind == "message" and not refused:  # only a message holds refusal text
-            refused = any(isinstance(e, RefusalDelta) for e in item_events)
+            refused = RefusalDelta in map(type, item_events)  # no subclass: isinstance's answer
         events += item_events
     if body.get("usage"):
         events.append(usage_event(body["usage"]))

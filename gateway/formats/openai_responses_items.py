@@ -98,7 +98,9 @@ def _message_events(item: dict[str, Any], ordinal: int) -> list[Event]:
     for part in objects(item.get("content"), "item.content"):
         kind = part.get("type")
         if kind == "output_text":
-            text = string(part.get("text"), "item.content.text")
+            text = part.get("text")
+            if text.__class__ is not str:
+                text = string(text, "item.content.text")
             if text:
                 events.append(TextDelta(text))
         elif kind == "refusal":

@@ -42,6 +42,10 @@ class RequestBody(BaseModel):
         """Request fields the format's answer repeats back to the client."""
         return {}
 
+    def check_echo(self, endpoint: str, obj: dict[str, Any]) -> None:
+        """Refuse echoed fields the answer could not encode again (`_check_echo`)."""
+        _check_echo(endpoint, self.echo(obj))
+
     @property
     def wants_encrypted_reasoning(self) -> bool:
         return False
@@ -126,6 +130,7 @@ RESPONSES_ECHO_DEFAULTS: dict[str, Any] = {
 }
 _ECHO_DEFAULTS = {key: RESPONSES_ECHO_DEFAULTS[key] for key in RESPONSES_ECHO}
 _ECHO_KEYS = frozenset(RESPONSES_ECHO)
+_CONTAINERS = (dict, list)
 # Offered by OpenAI, not by the gateway: accepting them silently would fake their behaviour.
 RESPONSES_REFUSED = ("background", "conversation", "prompt")
 
@@ -167,6 +172,14 @@ class ResponsesBody(RequestBody):
         # without it (its history inlined instead: gateway.handlers.chaining).
         echoed["previous_response_id"] = self.previous_response_id
         return echoed
+
+    def check_echo(self, endpoint: str, obj: dict[str, Any]) -> None:
+        # The defaults and a scalar from orjson.loads (no lone surrogate, a big integer a float)
+        # always encode: only a request's object or array can be nested too deep.
+        for key in _ECHO_KEYS.intersection(obj):
+            if type(obj[key]) in _CONTAINERS:
+                _check_echo(endpoint, self.echo(obj))
+                return
 
     @property
     def wants_encrypted_reasoning(self) -> bool:
@@ -221,7 +234,7 @@ def validate(model: type[RequestBody], obj: dict[str, Any], endpoint: str) -> Re
         param = ".".join(str(part) for part in first["loc"])
         raise _invalid(endpoint, param, first["msg"]) from None
     body.check_shapes(endpoint)
-    _check_echo(endpoint, body.echo(obj))
+    body.check_echo(endpoint, obj)
     return body
 
 

@@ -22,7 +22,7 @@ reference counts write to the pages it would share. The settings travel on each 
 channel exactly as validated once, so a restarted worker runs what the others run.
 
 - A worker that dies is restarted, at once if it had run for a while, else after a delay that
-  doubles while it keeps dying quickly (RESTART_DELAY_MIN to RESTART_DELAY_MAX). One that fails
+  doubles while it keeps dying quickly (gateway.restart_policy). One that fails
   before it accepts ends the gateway (exit status 1, one line) at the first start, or later once
   no worker serves and it failed GIVE_UP_AFTER times in a row (`gives_up`). Each death and
   restart is a log line.
@@ -56,6 +56,7 @@ from gateway.launch import MULTIPROC_ENV, Launch, Started, discard, start_worker
 from gateway.listen import worker_sockets
 from gateway.private_dir import PrivateDir
 from gateway.reread import ReloadRefused, reread
+from gateway.restart_policy import QUICK_DEATH, gives_up, restart_delay
 from gateway.serving import cause
 from gateway.signals import RELOAD_SIGNAL, STOP_SIGNALS
 from gateway.workers import WorkerSpec, encode_spec, for_workers, send_fds
@@ -66,11 +67,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gateway.supervisor")
 
-RESTART_DELAY_MIN: Final = 0.5
-RESTART_DELAY_MAX: Final = 30.0
-QUICK_DEATH: Final = 10.0  # seconds: a worker that dies sooner after its start died quickly
 STAGGER_MAX_S: Final = 10.0  # the longest the other workers wait for the first to be ready
-GIVE_UP_AFTER: Final = 5  # failed starts in a row with no worker serving, once listening
 
 
 @dataclass
@@ -405,25 +402,6 @@ class Supervisor:
         pid = slot.process.pid if slot.process is not None else None
         log.error("worker failed while stopping", extra={"worker": slot.index, "pid": pid})
         self._stop_problems.append(f"worker {slot.index} exited ({_status(status)}) while stopping")
-
-
-def restart_delay(quick_deaths: int) -> float:
-    """Seconds before a restart: none after a worker that ran a while, then doubling with each
-    quick death in a row, so a worker that crashes at once does not spin the machine."""
-    if quick_deaths <= 0:
-        return 0.0
-    return float(min(RESTART_DELAY_MAX, RESTART_DELAY_MIN * 2 ** (quick_deaths - 1)))
-
-
-def gives_up(failed_starts: int, *, listening: bool, serving: int) -> bool:
-    """Whether a worker that failed to start (`failed_starts` in a row) ends the gateway: at the
-    first start (nothing was served yet: the configuration or the machine is at fault, as with one
-    process), or later once no worker serves and this one failed GIVE_UP_AFTER times. While others
-    serve, it keeps being restarted: a passing outage (the audit database restarting) must not
-    take a serving gateway down."""
-    if not listening:
-        return True
-    return serving == 0 and failed_starts >= GIVE_UP_AFTER
 
 
 def _status(status: int | None) -> str:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from rich.console import Console
 
@@ -108,6 +109,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ValueError(f"--upstream-port: not a port: {args.upstream_port}")
 
 
+P = TypeVar("P", Plan, FieldPlan)
+
 # Stopped like Ctrl-C, so that every process the bench started is stopped in turn.
 STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGHUP)
 
@@ -120,6 +123,19 @@ class Stopped(Exception):
 
 def stop_on(number: int, frame: object) -> None:
     raise Stopped(signal.Signals(number))
+
+
+def checked(args: argparse.Namespace, make_plan: Callable[[argparse.Namespace], P]) -> P | None:
+    """The suite's plan once every argument checked out; None (said in one line) else."""
+    try:
+        check_suite(args)
+        plan = make_plan(args)
+        check_arguments(args)
+        compare_key(args)
+    except (ValueError, plot.PlotUnavailable) as exc:
+        print(f"gateway bench: {exc}", file=sys.stderr)
+        return None
+    return plan
 
 
 def run_reported(args: argparse.Namespace, warn: Console, measure: Any) -> Any:
@@ -148,13 +164,8 @@ def main_field(args: argparse.Namespace, warn: Console) -> int:
     from gateway_bench import field_plot, field_report
     from gateway_bench.field_session import execute_field
 
-    try:
-        check_suite(args)
-        plan = field_plan_of(args)
-        check_arguments(args)
-        compare_key(args)
-    except (ValueError, plot.PlotUnavailable) as exc:
-        print(f"gateway bench: {exc}", file=sys.stderr)
+    plan = checked(args, field_plan_of)
+    if plan is None:
         return 2
     document = run_reported(args, warn, lambda progress: execute_field(args, plan, progress, warn))
     if isinstance(document, int):
@@ -183,13 +194,8 @@ def main_bench(args: argparse.Namespace) -> int:
         return main_field(args, warn)
     if args.workers is None:
         args.workers = 1
-    try:
-        check_suite(args)
-        plan = plan_of(args)
-        check_arguments(args)
-        compare_key(args)
-    except (ValueError, plot.PlotUnavailable) as exc:
-        print(f"gateway bench: {exc}", file=sys.stderr)
+    plan = checked(args, plan_of)
+    if plan is None:
         return 2
     if args.print_config:
         print(gateway_config.render(args.upstream_port or 18080, None), end="")

@@ -15,11 +15,13 @@ already; memory per worker is judged in MB, and as a ratio to the fake upstream'
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from gateway_bench.field_plan import FASTEST
+from gateway_bench.field_summary import ratio
 
 # The direct call's figures on the reference machine (this project's 2-core machine): the mean of
 # the field suite's two full runs there on 2026-12-04 (docs/performance/field.md), the
@@ -57,40 +59,110 @@ class Verdict:
         }
 
 
-def compare(value: float | None, limit: float, ok: Callable[[float, float], bool]) -> bool | None:
-    return None if value is None else ok(value, limit)
+# How a figure must compare with its limit, by the symbol shown.
+OPS: Final[Mapping[str, Callable[[float, float], bool]]] = {
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+}
 
 
-def above(value: float, limit: float) -> bool:
-    return value > limit
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """One absolute target and its ratio twin: where the figure is (a workload's row of the
+    judged target; None: its footprint row), the limit, the REFERENCE figure the ratio limit is
+    the limit over, and how each reads."""
+
+    name: str
+    workload: str | None
+    key: str
+    ratio_key: str
+    limit: float
+    reference: str
+    symbol: str
+    ratio_symbol: str
+    limit_form: str
+    value_form: str
+    ratio_form: str
+    ratio_of_what: str
 
 
-def at_most(value: float, limit: float) -> bool:
-    return value <= limit
+CHAT_LIMITS: Final = (
+    Limit(
+        "Chat non-stream, peak throughput",
+        "chat",
+        "peak_rps",
+        "peak_x_direct",
+        FASTEST.peak_rps,
+        "chat_peak_rps",
+        ">",
+        ">=",
+        "{:,.0f} req/s",
+        "{:,.0f} req/s",
+        "{:.4f}x",
+        "direct",
+    ),
+    Limit(
+        "Chat non-stream, p99 at c10",
+        "chat",
+        "p99_ms",
+        "p99_x_direct",
+        FASTEST.p99_ms,
+        "chat_p99_ms",
+        "<",
+        "<=",
+        "{:g} ms",
+        "{:.2f} ms",
+        "{:.1f}x",
+        "direct",
+    ),
+)
+FOOTPRINT_LIMITS: Final = (
+    Limit(
+        "RSS per worker (largest process, peak)",
+        None,
+        "process_rss_mb",
+        "process_rss_x_direct",
+        RSS_PER_WORKER_MB,
+        "process_rss_mb",
+        "<=",
+        "<=",
+        "{:g} MB",
+        "{:.1f} MB",
+        "{:.2f}x",
+        "the upstream's",
+    ),
+    Limit(
+        "Cold start, process start to first answer",
+        None,
+        "cold_start_s",
+        "cold_start_x_direct",
+        COLD_START_S,
+        "cold_start_s",
+        "<=",
+        "<=",
+        "{:g} s",
+        "{:.3f} s",
+        "{:.2f}x",
+        "the upstream's",
+    ),
+)
 
 
-def below(value: float, limit: float) -> bool:
-    return value < limit
+def compare(value: float | None, limit: float, symbol: str) -> bool | None:
+    return None if value is None else OPS[symbol](value, limit)
 
 
 def shown(value: float | None, form: str) -> str:
     return "-" if value is None else form.format(value)
 
 
-def row_of(summary: Mapping[str, Any], workload: str, target: str) -> Mapping[str, Any] | None:
-    rows: Sequence[Mapping[str, Any]] = summary["workloads"]
+def find(rows: Sequence[Mapping[str, Any]], **match: str) -> Mapping[str, Any] | None:
     for row in rows:
-        if row["workload"] == workload and row["target"] == target:
+        if all(row[key] == value for key, value in match.items()):
             return row
     return None
-
-
-def footprint_of(summary: Mapping[str, Any], target: str) -> Mapping[str, Any]:
-    rows: Sequence[Mapping[str, Any]] = summary["footprint"]
-    for row in rows:
-        if row["target"] == target:
-            return row
-    return {}
 
 
 def get(row: Mapping[str, Any] | None, key: str) -> float | None:
@@ -98,7 +170,21 @@ def get(row: Mapping[str, Any] | None, key: str) -> float | None:
     return float(value) if value is not None else None
 
 
-def level_with_chat(summary: Mapping[str, Any], target: str) -> list[Verdict]:
+def judge(limit: Limit, row: Mapping[str, Any] | None) -> Verdict:
+    value, value_x = get(row, limit.key), get(row, limit.ratio_key)
+    limit_x = limit.limit / REFERENCE[limit.reference]
+    return Verdict(
+        limit.name,
+        f"{limit.symbol} {limit.limit_form.format(limit.limit)}",
+        f"{limit.ratio_symbol} {limit.ratio_form.format(limit_x)} {limit.ratio_of_what}",
+        shown(value, limit.value_form),
+        shown(value_x, limit.ratio_form),
+        compare(value, limit.limit, limit.symbol),
+        compare(value_x, limit_x, limit.ratio_symbol),
+    )
+
+
+def level_with_chat(rows: Sequence[Mapping[str, Any]], target: str) -> list[Verdict]:
     """Responses and Messages, each mode, against Chat in the same mode: peak throughput at
     least 90% of Chat's, p50 at concurrency 10 at most 110% of it. The gateway's CPU per request
     at the peak is shown beside them: on a machine the load generator and the fake upstream
@@ -107,13 +193,13 @@ def level_with_chat(summary: Mapping[str, Any], target: str) -> list[Verdict]:
     verdicts = []
     for api in ("responses", "messages"):
         for suffix, mode in (("", "non-stream"), ("-stream", "stream")):
-            chat = row_of(summary, "chat" + suffix, target)
-            other = row_of(summary, api + suffix, target)
-            peak = ratio_of(get(other, "peak_rps"), get(chat, "peak_rps"))
-            p50 = ratio_of(get(other, "p50_ms"), get(chat, "p50_ms"))
+            chat = find(rows, workload="chat" + suffix, target=target)
+            other = find(rows, workload=api + suffix, target=target)
+            peak = ratio(get(other, "peak_rps"), get(chat, "peak_rps"))
+            p50 = ratio(get(other, "p50_ms"), get(chat, "p50_ms"))
             met = None if peak is None or p50 is None else peak >= 1 - WITHIN and p50 <= 1 + WITHIN
             key = "cpu_ms_per_req_at_peak"
-            cpu = ratio_of(get(other, key), get(chat, key))
+            cpu = ratio(get(other, key), get(chat, key))
             measured = f"peak {shown(peak, '{:.2f}')}x, p50 {shown(p50, '{:.2f}')}x"
             if cpu is not None:  # not judged: what the gateway itself spends, for the reader
                 measured += f" (CPU/req {cpu:.2f}x)"
@@ -131,64 +217,14 @@ def level_with_chat(summary: Mapping[str, Any], target: str) -> list[Verdict]:
     return verdicts
 
 
-def ratio_of(value: float | None, base: float | None) -> float | None:
-    return value / base if value is not None and base else None
-
-
 def check(summary: Mapping[str, Any], judged: str) -> list[Verdict]:
-    chat = row_of(summary, "chat", judged)
-    peak, peak_x = get(chat, "peak_rps"), get(chat, "peak_x_direct")
-    p99, p99_x = get(chat, "p99_ms"), get(chat, "p99_x_direct")
-    peak_limit_x = FASTEST.peak_rps / REFERENCE["chat_peak_rps"]
-    p99_limit_x = FASTEST.p99_ms / REFERENCE["chat_p99_ms"]
-    rss_limit_x = RSS_PER_WORKER_MB / REFERENCE["process_rss_mb"]
-    cold_limit_x = COLD_START_S / REFERENCE["cold_start_s"]
-    foot = footprint_of(summary, judged)
-    rss, rss_x = get(foot, "process_rss_mb"), get(foot, "process_rss_x_direct")
-    cold, cold_x = get(foot, "cold_start_s"), get(foot, "cold_start_x_direct")
+    rows = summary["workloads"]
+    footprint = find(summary["footprint"], target=judged)
     return [
-        Verdict(
-            "Chat non-stream, peak throughput",
-            f"> {FASTEST.peak_rps:,.0f} req/s",
-            f">= {peak_limit_x:.4f}x direct",
-            shown(peak, "{:,.0f} req/s"),
-            shown(peak_x, "{:.4f}x"),
-            compare(peak, FASTEST.peak_rps, above),
-            compare(peak_x, peak_limit_x, at_least),
-        ),
-        Verdict(
-            "Chat non-stream, p99 at c10",
-            f"< {FASTEST.p99_ms:g} ms",
-            f"<= {p99_limit_x:.1f}x direct",
-            shown(p99, "{:.2f} ms"),
-            shown(p99_x, "{:.1f}x"),
-            compare(p99, FASTEST.p99_ms, below),
-            compare(p99_x, p99_limit_x, at_most),
-        ),
-        *level_with_chat(summary, judged),
-        Verdict(
-            "RSS per worker (largest process, peak)",
-            f"<= {RSS_PER_WORKER_MB:g} MB",
-            f"<= {rss_limit_x:.2f}x the upstream's",
-            shown(rss, "{:.1f} MB"),
-            shown(rss_x, "{:.2f}x"),
-            compare(rss, RSS_PER_WORKER_MB, at_most),
-            compare(rss_x, rss_limit_x, at_most),
-        ),
-        Verdict(
-            "Cold start, process start to first answer",
-            f"<= {COLD_START_S:g} s",
-            f"<= {cold_limit_x:.2f}x the upstream's",
-            shown(cold, "{:.3f} s"),
-            shown(cold_x, "{:.2f}x"),
-            compare(cold, COLD_START_S, at_most),
-            compare(cold_x, cold_limit_x, at_most),
-        ),
+        *(judge(limit, find(rows, workload="chat", target=judged)) for limit in CHAT_LIMITS),
+        *level_with_chat(rows, judged),
+        *(judge(limit, footprint) for limit in FOOTPRINT_LIMITS),
     ]
-
-
-def at_least(value: float, limit: float) -> bool:
-    return value >= limit
 
 
 def public(verdicts: Sequence[Verdict]) -> list[dict[str, Any]]:

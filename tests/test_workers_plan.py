@@ -16,15 +16,15 @@ import pytest
 from gateway import workers
 from gateway.config_source import ConfigSource
 from gateway.private_dir import LOCK, PREFIX, STALE_AFTER, PrivateDir, remove_stale
-from gateway.settings import ConfigError, load_settings, parse_settings
-from gateway.startup import startup_report
-from gateway.supervisor import (
+from gateway.restart_policy import (
     GIVE_UP_AFTER,
     RESTART_DELAY_MAX,
     RESTART_DELAY_MIN,
     gives_up,
     restart_delay,
 )
+from gateway.settings import ConfigError, load_settings, parse_settings
+from gateway.startup import startup_report
 from gateway.workers import (
     WorkerSpec,
     encode_spec,

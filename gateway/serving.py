@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("gateway.cli")
 
 GC_YOUNG = 10_000  # allocations between two young collections (the default: 700)
+# How long after it listens a process settles its collector (`settle_collector`): that first
+# full walk is some 30 ms of CPU, which the first answers, right after the start, do not wait for.
+SETTLE_AFTER_S = 1.0
 
 
 class StartupFailed(Exception):
@@ -63,11 +66,11 @@ class Serving:
 
 
 def settle_collector() -> None:
-    """Once the process listens: the collector, off while it started (`gateway serve` and a
-    worker turn it off first: the imports' collections were 30-50 ms of CPU before the first
-    answer), collects the start's garbage once, then freezes what start-up made (modules,
-    settings, the app: it lives as long as the process, and a full collection no longer walks
-    it again and again), and runs from then on."""
+    """Once the process has listened a while (SETTLE_AFTER_S): the collector, off while it
+    started (`gateway serve` and a worker turn it off first: the imports' collections were
+    30-50 ms of CPU before the first answer), collects the start's garbage once, then freezes
+    what start-up made (modules, settings, the app: it lives as long as the process, and a full
+    collection no longer walks it again and again), and runs from then on."""
     gc.collect()
     gc.freeze()
     gc.enable()
@@ -126,6 +129,7 @@ async def run_server(
         handle_signals=False,
         shutdown_timeout=settings.server.shutdown_grace + STOP_MARGIN,
     )
+    settling: asyncio.TimerHandle | None = None
     try:
         try:
             await runner.setup()
@@ -145,7 +149,7 @@ async def run_server(
         loop.add_signal_handler(RELOAD_SIGNAL, reload)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, (RELOAD_SIGNAL,))
         ready = serving.on_ready(listeners[0].getsockname()[1])
-        loop.call_soon(settle_collector)
+        settling = loop.call_later(SETTLE_AFTER_S, settle_collector)
         if ready is not None:
             await ready
         logs.batch_lines()
@@ -155,6 +159,9 @@ async def run_server(
     finally:
         if watcher is not None:
             watcher.cancel()
+        if settling is not None:  # a stop before the collector settled: it runs for the stop
+            settling.cancel()
+            gc.enable()
         await runner.cleanup()
 
 

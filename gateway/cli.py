@@ -12,7 +12,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from gateway import logs
 from gateway.access.command import add_keys_parser
 from gateway.arg_types import at_least_one
 from gateway.audit.arguments import add_audit_parser
@@ -134,18 +133,23 @@ def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     # table, and with several workers (`--workers N`, or the default on a machine of several
     # cores) the first worker imports the serving stack, while this process imports, validates
     # and prepares; they get what they wait for once it is known.
+    # The first worker before anything else: its imports are the longest part of the start, so
+    # it starts before this process imports asyncio and the logging (gateway.launch).
     gc.disable()  # until it listens (gateway.serving's settle_collector), or supervises
     from gateway.cores import default_count
-    from gateway.price_cache import PriceCache
-    from gateway.price_subset import PendingPrices
 
-    prices = PendingPrices.begin(PriceCache.default(env))
     launch = None
     likely = args.workers if args.workers is not None else default_count()
     if likely > 1:
         from gateway.launch import Launch
 
         launch = Launch.begin(likely, env)
+    from gateway import logs
+    from gateway.price_cache import PriceCache
+    from gateway.price_subset import PendingPrices
+
+    logs.configure()
+    prices = PendingPrices.begin(PriceCache.default(env))
     try:
         return _serve(args, env, prices, launch)
     finally:
@@ -156,7 +160,7 @@ def _serve(
     args: argparse.Namespace, env: Mapping[str, str], prices: PendingPrices, launch: Launch | None
 ) -> int:
     # The serving path is imported here, not for `gateway --help` or another command.
-    from gateway import event_loop
+    from gateway import event_loop, logs
     from gateway.config_source import config_source
     from gateway.listen import listen_failure, open_listeners, reserve_address
     from gateway.serving import Serving, StartupFailed, run_server
@@ -243,6 +247,10 @@ def _print_listening(shown_host: str, port: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.command == "serve":  # its workers start before the logging is set up
+        return serve(args, os.environ)
+    from gateway import logs
+
     logs.configure()
     # A command's implementation is imported by its branch: `gateway serve` does not carry the
     # report's renderers (rich).
@@ -266,4 +274,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gateway.conformance.command import main_conformance
 
         return main_conformance(args)
-    return serve(args, os.environ)
+    raise AssertionError(f"no such command: {args.command}")  # argparse allows no other

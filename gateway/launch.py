@@ -1,8 +1,9 @@
 """The first steps of `gateway serve --workers N`, before the settings are read: the supervisor's
-private directory, its event loop, and its first worker started, so that it imports the serving
-stack while the supervisor imports, validates and prepares (gateway.supervisor, which starts the
-others once the first is ready). Light on purpose: the command line imports it before the
-settings' models.
+private directory and its first worker started, so that it imports the serving stack while the
+supervisor imports, validates and prepares (gateway.supervisor, which starts the others once the
+first is ready). Light on purpose: the command line calls it before it imports asyncio, its
+logging or the settings' models (a worker is a `subprocess.Popen`: gateway.worker_process), and
+the first worker's imports, the longest part of the start, begin some 30 ms sooner.
 
     launch = Launch.begin(count)     # the workers start importing now
     ...                              # the settings, the report, the address
@@ -11,7 +12,6 @@ settings' models.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -19,33 +19,32 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from gateway.private_dir import PrivateDir
 from gateway.signals import RELOAD_SIGNAL, STOP_SIGNALS
+from gateway.worker_process import WorkerProcess
 
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 
 
-@dataclass
-class Started:
-    """A worker process started before its spec, and the supervisor's end of its channel."""
+class Started(NamedTuple):
+    """A worker process started before its spec, and the supervisor's end of its channel (a
+    tuple, not a dataclass: dataclasses import inspect, some 6 ms before the first worker)."""
 
-    process: asyncio.subprocess.Process
+    process: WorkerProcess
     channel: socket.socket
 
 
 class Launch:
-    """The supervisor's first steps, before the settings are read: its private directory, its
-    event loop and (`begin`) its workers, importing while it prepares. `abandon` when the
-    gateway does not start after all: the waiting workers are killed, the directory removed."""
+    """The supervisor's first steps, before the settings are read: its private directory and
+    (`begin`) its workers, importing while it prepares. `abandon` when the gateway does not
+    start after all: the waiting workers are killed, the directory removed."""
 
     def __init__(self, env: Mapping[str, str] = os.environ) -> None:
         self.shared = PrivateDir.create()
         self.metrics_dir = os.path.join(self.shared.path, "metrics")
         self.env = {**without(env, "prometheus_multiproc_dir"), MULTIPROC_ENV: self.metrics_dir}
-        self.runner = asyncio.Runner()
         self.started: list[Started] = []
 
     @classmethod
@@ -55,31 +54,32 @@ class Launch:
         launch = cls(env)
         if count > 1:
             try:
-                launch.started = launch.runner.run(_start_all(1, launch.env))
+                launch.started = [start_worker(launch.env)]
             except OSError:  # the supervisor starts them again, and says why it cannot
                 launch.started = []
         return launch
 
     def abandon(self) -> None:
         try:
-            self.runner.run(discard(self.started))
+            discard(self.started)
         finally:
             self.started = []
-            self.runner.close()
             self.shared.leave()
 
 
-async def start_worker(env: Mapping[str, str]) -> Started:
+def start_worker(env: Mapping[str, str]) -> Started:
     """A worker process, which imports the serving stack and then waits for its spec."""
     channel, theirs = socket.socketpair()
     try:
         with _blocked((*STOP_SIGNALS, RELOAD_SIGNAL)):  # the mask is inherited through exec
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-P",  # never a `gateway` directory in the working directory: ours
-                "-m",
-                "gateway.worker",
-                str(theirs.fileno()),
+            popen = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-P",  # never a `gateway` directory in the working directory: ours
+                    "-m",
+                    "gateway.worker",
+                    str(theirs.fileno()),
+                ],
                 stdin=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
                 env=env,
@@ -90,28 +90,18 @@ async def start_worker(env: Mapping[str, str]) -> Started:
         raise
     finally:
         theirs.close()
-    return Started(process, channel)
+    return Started(WorkerProcess(popen), channel)
 
 
-async def _start_all(count: int, env: Mapping[str, str]) -> list[Started]:
-    started: list[Started] = []
-    try:
-        for _ in range(count):
-            started.append(await start_worker(env))
-    except BaseException:
-        await discard(started)
-        raise
-    return started
-
-
-async def discard(started: Sequence[Started]) -> None:
-    """Workers that never got a spec (nothing to flush, nothing said yet): killed."""
+def discard(started: Sequence[Started]) -> None:
+    """Workers that never got a spec (nothing to flush, nothing said yet): killed, and reaped
+    at once (a killed process that waits for its spec ends as soon as it is killed)."""
     for worker in started:
         worker.channel.close()
         with contextlib.suppress(ProcessLookupError):
             worker.process.kill()
     for worker in started:
-        await worker.process.wait()
+        worker.process.wait_blocking()
 
 
 @contextlib.contextmanager

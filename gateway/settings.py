@@ -40,8 +40,7 @@ from gateway.settings_access import (
     hash_key,
     hash_key_envs,
 )
-from gateway.settings_fields import ConfigError, NonEmptyStr, Seconds, _problem
-from gateway.settings_fields import Frozen as _Frozen
+from gateway.settings_fields import ConfigError, Frozen, NonEmptyStr, Seconds, _problem
 from gateway.settings_fields import parse_duration as _duration
 from gateway.settings_fields import parse_size as _size
 from gateway.settings_price import PriceSettings
@@ -57,7 +56,7 @@ from gateway.settings_telemetry import LoggingSettings, TelemetrySettings, resol
 _GLOB_CHARS: Final = frozenset("*?[")
 
 
-class ServerSettings(_Frozen):
+class ServerSettings(Frozen):
     host: NonEmptyStr = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
     # On SIGTERM, SIGINT or SIGHUP: seconds in-flight exchanges get to finish before the flush.
@@ -66,7 +65,7 @@ class ServerSettings(_Frozen):
     workers: Annotated[int, Field(ge=1)] | None = None
 
 
-class RouteSettings(_Frozen):
+class RouteSettings(Frozen):
     match: NonEmptyStr
     provider: NonEmptyStr | None = None  # one target (shorthand for `targets`)
     upstream_model: NonEmptyStr | None = None
@@ -99,11 +98,11 @@ class RouteSettings(_Frozen):
         return self._target_list
 
 
-class TruncationSettings(_Frozen):
+class TruncationSettings(Frozen):
     tool_calls: Literal["withhold", "pass"] = "withhold"
 
 
-class AuditSettings(_Frozen):
+class AuditSettings(Frozen):
     # Not configured: the per-user data directory; a relative SQLite path: beside the config
     # file. parse_settings resolves both (gateway.audit.location), so readers get one URL.
     store: NonEmptyStr = Field(default_factory=lambda: default_store_url(os.environ))
@@ -111,7 +110,7 @@ class AuditSettings(_Frozen):
     queue_size: Annotated[int, Field(ge=1)] = 10000  # records waiting for the writer
 
 
-class ResponsesSettings(_Frozen):
+class ResponsesSettings(Frozen):
     """The Responses API's store for `previous_response_id` (never the audit database)."""
 
     store: NonEmptyStr = "memory"  # "memory", "off" or "sqlite:///path"
@@ -131,7 +130,7 @@ class ResponsesSettings(_Frozen):
         raise ValueError('must be "memory", "off" or a sqlite:/// URL')
 
 
-class AgentGuardSettings(_Frozen):
+class AgentGuardSettings(Frozen):
     identical_tool_calls: Annotated[int, Field(ge=2)] = 4
     action: Literal["flag", "reject"] = "flag"
 
@@ -161,7 +160,7 @@ class ResolvedRoute:
         return self.targets[0].upstream_model
 
 
-class Settings(_Frozen):
+class Settings(Frozen):
     server: ServerSettings = ServerSettings()
     providers: Mapping[str, ProviderSettings] = Field(default_factory=dict)
     routes: Annotated[tuple[RouteSettings, ...], Field(strict=False)] = ()

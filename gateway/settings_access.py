@@ -12,8 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from gateway.settings_fields import Frozen as _Frozen
-from gateway.settings_fields import NonEmptyStr, Seconds
+from gateway.settings_fields import Frozen, NonEmptyStr, Seconds
 from gateway.settings_fields import parse_duration as _duration
 from gateway.settings_fields import parse_size as _size
 
@@ -42,7 +41,7 @@ def _sha256(value: Any) -> Any:
     return value
 
 
-class HashedKey(_Frozen):
+class HashedKey(Frozen):
     """A secret given by its SHA-256 (`sha256`) or by the environment variable holding it
     (`key_env`, hashed by parse_settings at load; the key itself is never kept)."""
 
@@ -74,7 +73,7 @@ class KeySettings(HashedKey):
         return any(fnmatchcase(route.match, g) or fnmatchcase(model, g) for g in self.routes)
 
 
-class AdminSettings(_Frozen):
+class AdminSettings(Frozen):
     """`[admin]`: the key `/metrics` asks for once gateway keys are on."""
 
     sha256: str | None = None
@@ -93,7 +92,7 @@ class AdminSettings(_Frozen):
         return self.sha256 is not None or self.key_env is not None
 
 
-class LimitsSettings(_Frozen):
+class LimitsSettings(Frozen):
     max_concurrent: Annotated[int, Field(ge=0)] = 0  # exchanges at once, this replica; 0: none
     max_concurrent_per_key: Annotated[int, Field(ge=0)] = 0  # per gateway key; 0: no limit
     max_body_bytes: Annotated[int, Field(ge=1)] = 64 * 1024**2
@@ -104,7 +103,7 @@ class LimitsSettings(_Frozen):
     _bytes = field_validator("max_body_bytes", mode="before")(classmethod(lambda cls, v: _size(v)))
 
 
-class StateSettings(_Frozen):
+class StateSettings(Frozen):
     """`[state]`: where rate limits, token budgets and per-key concurrency are counted."""
 
     redis: NonEmptyStr | None = None  # redis://[:password@]host:port/db; None: in memory

@@ -16,8 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from gateway.settings_fields import Frozen as _Frozen
-from gateway.settings_fields import NonEmptyStr, Seconds
+from gateway.settings_fields import Frozen, NonEmptyStr, Seconds
 from gateway.settings_fields import parse_duration as _duration
 from gateway.settings_resilience import RetrySettings
 from providers.azure_auth import EntraSettings
@@ -50,7 +49,7 @@ def looks_like_key(name: str) -> bool:
     )
 
 
-class ProviderSettings(_Frozen):
+class ProviderSettings(Frozen):
     kind: str  # a row of providers.registry.KINDS
     base_url: str | None = None
     api_key: Annotated[SecretStr, Field(min_length=1)] | None = None

@@ -8,13 +8,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from gateway.settings_fields import Frozen as _Frozen
-from gateway.settings_fields import NonEmptyStr, Seconds
+from gateway.settings_fields import Frozen, NonEmptyStr, Seconds
 from gateway.settings_fields import parse_duration as _duration
 from gateway.settings_price import PriceSettings
 
 
-class RetrySettings(_Frozen):
+class RetrySettings(Frozen):
     """When a failed attempt is tried again (at the next target of its route), and after how long.
 
     Only before the first byte reached the client; backoff is full jitter (a random wait up to
@@ -41,7 +40,7 @@ class RetrySettings(_Frozen):
     )(classmethod(lambda cls, v: _duration(v)))
 
 
-class TargetSettings(_Frozen):
+class TargetSettings(Frozen):
     """One place a route's requests may go: a provider and the model name it is asked for."""
 
     provider: NonEmptyStr
@@ -57,7 +56,7 @@ class TargetSettings(_Frozen):
         return f"{self.provider}/{self.upstream_model or '*'}"
 
 
-class CircuitSettings(_Frozen):
+class CircuitSettings(Frozen):
     """Per target: after `failures` failures in a row it is skipped for `cooldown`, then one
     request probes it (half-open): a success closes the circuit, a failure opens it again."""
 
@@ -67,7 +66,7 @@ class CircuitSettings(_Frozen):
     _cooldown = field_validator("cooldown", mode="before")(classmethod(lambda cls, v: _duration(v)))
 
 
-class RecoverySettings(_Frozen):
+class RecoverySettings(Frozen):
     """What the gateway does with a streamed answer that was cut after its first byte reached
     the client (gateway.handlers.recovery). Off by default: the client gets the cut as it is.
 

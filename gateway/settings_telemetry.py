@@ -27,8 +27,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator
 
 from gateway.log_choices import LogFormat, LogLevel
-from gateway.settings_fields import ConfigError, NonEmptyStr, Seconds
-from gateway.settings_fields import Frozen as _Frozen
+from gateway.settings_fields import ConfigError, Frozen, NonEmptyStr, Seconds
 from gateway.settings_fields import parse_duration as _duration
 
 DEFAULT_SERVICE_NAME: Final = "llm-gateway"
@@ -45,12 +44,12 @@ _HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _BAD_VALUE: Final = re.compile(r"[\r\n\x00]")
 
 
-class LoggingSettings(_Frozen):
+class LoggingSettings(Frozen):
     level: LogLevel = "info"
     format: LogFormat = "auto"  # auto: console when stderr is a terminal, else JSON
 
 
-class OtlpTarget(_Frozen):
+class OtlpTarget(Frozen):
     """Where spans go, resolved from `[telemetry]` and the environment (never from a key)."""
 
     url: str  # the whole traces URL, <endpoint>/v1/traces
@@ -59,7 +58,7 @@ class OtlpTarget(_Frozen):
     headers: Mapping[str, SecretStr] = Field(default_factory=dict)
 
 
-class TelemetrySettings(_Frozen):
+class TelemetrySettings(Frozen):
     otlp_endpoint: str | None = None  # a base URL such as http://otel-collector:4318
     service_name: NonEmptyStr | None = None  # None: $OTEL_SERVICE_NAME, else llm-gateway
     headers: Mapping[str, Annotated[SecretStr, Field(min_length=1)]] = Field(default_factory=dict)

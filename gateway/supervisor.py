@@ -59,6 +59,7 @@ from gateway.reread import ReloadRefused, reread
 from gateway.restart_policy import QUICK_DEATH, gives_up, restart_delay
 from gateway.serving import cause
 from gateway.signals import RELOAD_SIGNAL, STOP_SIGNALS
+from gateway.worker_process import WorkerProcess
 from gateway.workers import WorkerSpec, encode_spec, for_workers, send_fds
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class Slot:
     """One of the N worker places; its process is replaced when it dies."""
 
     index: int
-    process: asyncio.subprocess.Process | None = None
+    process: WorkerProcess | None = None
     started: float = 0.0
     ready: bool = False
     failure: str | None = None  # what the worker said when its app could not start
@@ -110,11 +111,10 @@ def supervise(
         )
         supervisor.config_path = config_path
         launch.started = []
-        return launch.runner.run(supervisor.run())
+        return asyncio.run(supervisor.run())
     finally:
         for sock in reserved:
             sock.close()
-        launch.runner.close()
         launch.shared.leave()  # the workers are gone: this removes the directory
 
 
@@ -165,7 +165,7 @@ class Supervisor:
         try:
             return await self._run()
         finally:
-            await discard(list(self._started.values()))  # none of them got a spec
+            discard(list(self._started.values()))  # none of them got a spec
             self._started.clear()
 
     async def _run(self) -> int:
@@ -291,7 +291,7 @@ class Supervisor:
         slot.process, slot.ready, slot.failure = None, False, None
         slot.started = time.monotonic()
         try:
-            started = self._started.pop(slot.index, None) or await start_worker(self._env)
+            started = self._started.pop(slot.index, None) or start_worker(self._env)
         except OSError as exc:
             slot.failure = f"cannot start a worker: {cause(exc)}"
             return None

@@ -149,6 +149,14 @@ def add_bench_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser
     where.add_argument("--compare-key-env", help="the environment variable holding its key")
     where.add_argument("--compare-pid", type=int, help="its process (default: found by its port)")
     where.add_argument(
+        "--compare-header",
+        metavar="'NAME: VALUE'",
+        action="append",
+        default=[],
+        help="a header sent to it on every request (repeatable); a VALUE of @FILE is that "
+        "file's text, JSON made one line (Portkey's x-portkey-config); never shown",
+    )
+    where.add_argument(
         "--compare-start",
         metavar="COMMAND",
         help="--suite field: a shell command that starts it, listening at --compare's URL; the "

@@ -21,7 +21,7 @@ from gateway_bench.children import ChildFailed
 from gateway_bench.field_plan import FieldPlan, quick_field_plan
 from gateway_bench.plan import Plan, preset
 from gateway_bench.progress import Bar, Reporter, Silent
-from gateway_bench.session import compare_key, execute
+from gateway_bench.session import compare_headers, compare_key, execute
 from gateway_bench.targets import split_url
 
 
@@ -132,6 +132,7 @@ def checked(args: argparse.Namespace, make_plan: Callable[[argparse.Namespace], 
         plan = make_plan(args)
         check_arguments(args)
         compare_key(args)
+        compare_headers(args)
     except (ValueError, plot.PlotUnavailable) as exc:
         print(f"gateway bench: {exc}", file=sys.stderr)
         return None

@@ -23,6 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
+from gateway.header_arg import header_line
 from gateway.listen import raise_open_files_limit
 from gateway_bench import gateway_config, goals, growth
 from gateway_bench.children import Children, free_port
@@ -33,6 +34,11 @@ from gateway_bench.progress import Reporter
 from gateway_bench.run import Bench
 from gateway_bench.summary import summarize
 from gateway_bench.targets import Target, split_url
+
+
+def compare_headers(args: argparse.Namespace) -> dict[str, str]:
+    """`--compare-header`'s, ValueError naming the flag for one that is not `NAME: VALUE`."""
+    return dict(header_line("--compare-header", text) for text in args.compare_header)
 
 
 def compare_key(args: argparse.Namespace) -> str | None:
@@ -63,7 +69,13 @@ def compare_target(args: argparse.Namespace, warn: Console, find_pid: bool = Tru
     `find_pid`: not before it runs)."""
     pids = pids_of(args.compare_pid, args.compare, args.compare_name, warn) if find_pid else ()
     target = Target.from_url(
-        "compare", args.compare_name, args.compare, pids, args.compare_model, compare_key(args)
+        "compare",
+        args.compare_name,
+        args.compare,
+        pids,
+        args.compare_model,
+        compare_key(args),
+        compare_headers(args),
     )
     if not target.follows_scenarios:
         warn.print(
@@ -133,9 +145,12 @@ def measure(bench: Bench, growth_mode: bool) -> dict[str, Any]:
 
 
 def about(args: argparse.Namespace, started: float) -> dict[str, Any]:
-    """The run's circumstances; the arguments without any key."""
+    """The run's circumstances; the arguments without any key, and `--compare-header`'s names
+    without their values (a header may carry a key: Portkey's config holds the targets')."""
     shown = {k: v for k, v in vars(args).items() if k != "compare_key" and not callable(v)}
     shown["compare_key"] = "(given)" if args.compare_key else None
+    given = getattr(args, "compare_header", None) or []
+    shown["compare_header"] = [text.partition(":")[0].strip() + ": (given)" for text in given]
     return {
         "version": 1,
         "started_at": datetime.datetime.fromtimestamp(started, datetime.UTC).isoformat(),

@@ -67,10 +67,12 @@ class Target:
         pids: tuple[int, ...] = (),
         model_template: str = "{model}",
         key: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Target:
+        """`headers`: sent on every request besides the key's (`--compare-header`)."""
         host, port, root = split_url(url)
-        headers = {"authorization": f"Bearer {key}", "x-api-key": key} if key else {}
-        return cls(name, role, host, port, root, pids, model_template, headers)
+        sent = {"authorization": f"Bearer {key}", "x-api-key": key} if key else {}
+        return cls(name, role, host, port, root, pids, model_template, {**(headers or {}), **sent})
 
     @property
     def url(self) -> str:

@@ -3,10 +3,12 @@ the configuration it prints for a gateway started by hand, the report's tables, 
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from rich.console import Console
 
@@ -15,6 +17,7 @@ from gateway.settings import load_settings
 from gateway_bench import plot, report
 from gateway_bench.command import plan_of
 from gateway_bench.plan import FORMATS
+from gateway_bench.session import about, compare_target
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -33,6 +36,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         (["--gateway-url", "http://example.com:8080"], "--gateway-url"),
         (["--compare", "http://127.0.0.1:4000", "--compare-name", "gateway"], "--compare-name"),
         (["--compare-key-env", "BENCH_TEST_UNSET_VARIABLE"], "--compare-key-env"),
+        (["--compare-header", "no colon"], "--compare-header"),
+        (["--compare-header", "x-portkey-config: @/no/such/file"], "--compare-header"),
         (["--modes", "nonstream,sideways"], "--modes"),
         (["--concurrency", "1,zero"], "--concurrency"),
         (["--duration", "-1"], "--duration"),
@@ -124,3 +129,40 @@ def test_plot_draws_a_png(tmp_path: Path):
     path = tmp_path / "latency.png"
     plot.plot(document(), str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_headers_travel_with_the_target_and_are_never_shown(tmp_path: Path):
+    """`--compare-header` (Portkey's x-portkey-config from a file, JSON made one line) is in
+    the compared target's headers beside its key; the report's arguments name it only."""
+    config = tmp_path / "portkey.json"
+    config.write_text('{\n  "targets": [{"api_key": "sk-inside-the-config"}]\n}\n')
+    args = parse_args(
+        [
+            "bench",
+            "--suite",
+            "field",
+            "--compare",
+            "http://127.0.0.1:8787",
+            "--compare-name",
+            "portkey",
+            "--compare-key",
+            "sk-the-key",
+            "--compare-header",
+            f"x-portkey-config: @{config}",
+            "--compare-header",
+            "x-extra:  two  words ",
+        ]
+    )
+    target = compare_target(args, Console(file=io.StringIO()), find_pid=False)
+    assert target.headers == {
+        "x-portkey-config": '{"targets":[{"api_key":"sk-inside-the-config"}]}',
+        "x-extra": "two  words",
+        "authorization": "Bearer sk-the-key",
+        "x-api-key": "sk-the-key",
+    }
+    shown = orjson.dumps([target.public(), about(args, 0.0)]).decode()
+    assert "sk-inside-the-config" not in shown and "sk-the-key" not in shown
+    assert about(args, 0.0)["arguments"]["compare_header"] == [
+        "x-portkey-config: (given)",
+        "x-extra: (given)",
+    ]

@@ -16,10 +16,8 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import urlsplit
 
-import orjson
 from rich.console import Console
 
 from gateway.conformance import configs, report
@@ -28,6 +26,7 @@ from gateway.conformance.client import Target
 from gateway.conformance.progress import Bar, Silent
 from gateway.conformance.run import Result, Selection, Unreachable, run_cases
 from gateway.conformance.upstream import Background
+from gateway.header_arg import header_line
 
 HOST = "127.0.0.1"
 DEFAULT_KEY = "sk-conformance"
@@ -87,23 +86,6 @@ def base_url(text: str | None) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
-def header(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition(":")
-    name, value = name.strip(), value.strip()
-    if not sep or not name or any(c.isspace() for c in name):
-        raise ValueError(f"--header: not 'NAME: VALUE': {text!r}")
-    if value.startswith("@"):
-        try:
-            value = Path(value[1:]).read_text().strip()
-        except OSError as exc:
-            raise ValueError(f"--header: cannot read {value[1:]}: {exc.strerror}") from None
-        try:
-            value = orjson.dumps(orjson.loads(value)).decode()
-        except orjson.JSONDecodeError:
-            value = " ".join(value.split())
-    return name, value
-
-
 def check_arguments(args: argparse.Namespace, env: Mapping[str, str]) -> Checked:
     """ValueError naming the argument, before anything starts."""
     formats = names("--format", args.format, FORMATS)
@@ -124,7 +106,7 @@ def check_arguments(args: argparse.Namespace, env: Mapping[str, str]) -> Checked
         concurrency=int(number("--concurrency", args.concurrency, int)),
         upstream_port=None if args.upstream_port is None else port(args.upstream_port),
         key=key,
-        headers=tuple(header(text) for text in args.header),
+        headers=tuple(header_line("--header", text) for text in args.header),
     )
 
 

@@ -7,7 +7,8 @@ them) are kept, unless the request said `store: false`. A failed answer is never
 
     chain, obj, raw = await open_chain(store, obj, raw, request.headers)
     ...
-    await chain.keep(attempt)
+    if chain is not None:  # None: nothing to continue and nothing to keep
+        await chain.keep(attempt)
 """
 
 from __future__ import annotations
@@ -80,10 +81,14 @@ def own_items(value: Any) -> list[Item]:
 
 async def open_chain(
     store: ResponseStore, obj: dict[str, Any], raw: bytes, headers: Any
-) -> tuple[Chain, dict[str, Any], bytes]:
-    items = own_items(obj.get("input"))
+) -> tuple[Chain | None, dict[str, Any], bytes]:
+    """The request's chain, with the body that carries its history; no chain for a request that
+    continues none and is not kept (`store: false`, as Codex sends every request)."""
     parent = obj.get("previous_response_id")
-    chain = Chain(store, headers, parent, items, obj.get("store") is not False, str(obj["model"]))
+    kept = obj.get("store") is not False
+    if parent is None and not kept:
+        return None, obj, raw
+    chain = Chain(store, headers, parent, own_items(obj.get("input")), kept, str(obj["model"]))
     if parent is None:
         return chain, obj, raw
     history = await chain_items(store, parent, chain.owner)
@@ -92,5 +97,5 @@ async def open_chain(
             f"Previous response with id '{parent}' not found.", "previous_response_id"
         )
     rebuilt = {k: v for k, v in obj.items() if k != "previous_response_id"}
-    rebuilt["input"] = history + items
+    rebuilt["input"] = history + chain.items_in
     return chain, rebuilt, orjson.dumps(rebuilt)

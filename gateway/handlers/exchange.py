@@ -190,8 +190,10 @@ async def _exchange(
     if endpoint is not None:
         return await _attempts(exchange, gateway, request, route, body, obj, raw, endpoint.run)
     if client.keeps_responses:
-        exchange.chain, obj, raw = await open_chain(gateway.responses, obj, raw, request.headers)
-        record.previous_response_id = exchange.chain.parent_id
+        chain, obj, raw = await open_chain(gateway.responses, obj, raw, request.headers)
+        if chain is not None:
+            exchange.chain = chain
+            record.previous_response_id = chain.parent_id
     _check_runaway(gateway, client, obj, record)
     return await _attempts(exchange, gateway, request, route, body, obj, raw, _attempt)
 

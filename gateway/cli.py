@@ -129,12 +129,11 @@ def listen_address(
 
 
 def serve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    # First of all, the processes that start on their own: the price table's child reads the
-    # table, and with several workers (`--workers N`, or the default on a machine of several
-    # cores) the first worker imports the serving stack, while this process imports, validates
-    # and prepares; they get what they wait for once it is known.
-    # The first worker before anything else: its imports are the longest part of the start, so
-    # it starts before this process imports asyncio and the logging (gateway.launch).
+    # First of all, the processes that start on their own, while this one imports, validates
+    # and prepares; they get what they wait for once it is known. With several workers
+    # (`--workers N`, or the default on a machine of several cores) the first worker comes
+    # first of all: its imports are the longest part of the start, so it starts before this
+    # process imports asyncio and the logging (gateway.launch). Then the price table's child.
     gc.disable()  # until it listens (gateway.serving's settle_collector), or supervises
     from gateway.cores import default_count
 

@@ -149,8 +149,7 @@ def about(args: argparse.Namespace, started: float) -> dict[str, Any]:
     without their values (a header may carry a key: Portkey's config holds the targets')."""
     shown = {k: v for k, v in vars(args).items() if k != "compare_key" and not callable(v)}
     shown["compare_key"] = "(given)" if args.compare_key else None
-    given = getattr(args, "compare_header", None) or []
-    shown["compare_header"] = [text.partition(":")[0].strip() + ": (given)" for text in given]
+    shown["compare_header"] = [f"{name}: (given)" for name in compare_headers(args)]
     return {
         "version": 1,
         "started_at": datetime.datetime.fromtimestamp(started, datetime.UTC).isoformat(),

@@ -2,6 +2,8 @@
 
     body = build_body(response, verdict, terms)      # a non-streamed answer
     obj = response_object(terms, "completed", None, output, usage, model, verdict)
+    echo = echo_members(terms)      # a stream's three response objects: the echo encoded once
+    obj = response_object(terms, "in_progress", [], None, model, None, echo=echo, created_at=t)
 
 `status` and `incomplete_details` come from the stop-reason table (`to_responses`); there is no
 finish reason. Output items are a reasoning item, one message item (text, then a refusal part),
@@ -69,7 +71,16 @@ def response_object(
     created_at: int,
     incomplete_reason: str | None = None,
     error: dict[str, Any] | None = None,
+    echo: bytes | None = None,
 ) -> dict[str, Any]:
+    """`echo`: the echoed request fields as `echo_members` encoded them, for an answer that
+    writes several response objects (a stream: three), so that an agent's echo (its whole tool
+    list and its instructions) is encoded once, not each time; None: from `terms.echo`."""
+    usage_value: dict[str, Any] | orjson.Fragment | None = (
+        usage_object(usage) if usage is not None else None
+    )
+    if echo:  # the members follow the usage's value, as raw JSON: same bytes, same order
+        usage_value = orjson.Fragment(orjson.dumps(usage_value) + b"," + echo)
     body: dict[str, Any] = {
         "id": response_id(terms),
         "object": "response",
@@ -79,14 +90,20 @@ def response_object(
         "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
         "model": model or terms.model,
         "output": list(output),
-        "usage": usage_object(usage) if usage is not None else None,
-        **terms.echo,
+        "usage": usage_value,
     }
+    if echo is None:
+        body.update(terms.echo)
     if status != "in_progress":
         body["completed_at"] = int(time.time())
     if verdict is not None:
         body["gateway"] = terms.extension(verdict)
     return body
+
+
+def echo_members(terms: ReplyTerms) -> bytes:
+    """The echoed request fields as JSON object members, without the braces (b"" for none)."""
+    return orjson.dumps(terms.echo)[1:-1] if terms.echo else b""
 
 
 def message_item(

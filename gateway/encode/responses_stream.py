@@ -25,6 +25,7 @@ from gateway.encode.responses_body import (
     Item,
     call_item,
     call_status,
+    echo_members,
     item_id,
     reasoning_item,
     refusal_text,
@@ -80,6 +81,7 @@ STREAM_ERROR_CODES = {"rate_limit_error": "rate_limit_exceeded"}
 class ResponsesWriter:
     __slots__ = (
         "_created_at",
+        "_echo",
         "_held",
         "_message",
         "_model",
@@ -95,6 +97,7 @@ class ResponsesWriter:
         self._terms = terms
         self._seq = 0
         self._created_at = int(time.time())
+        self._echo: bytes | None = None  # the echoed request fields, encoded at the first use
         self._model = terms.model
         self._started = False
         # The closed items, in output order, for the terminal response: a message as its JSON
@@ -123,7 +126,14 @@ class ResponsesWriter:
         self._started = True
         response = orjson.dumps(
             response_object(
-                self._terms, "in_progress", [], None, self._model, None, created_at=self._created_at
+                self._terms,
+                "in_progress",
+                [],
+                None,
+                self._model,
+                None,
+                created_at=self._created_at,
+                echo=self._echoed(),
             )
         )
         seq = self._seq
@@ -136,6 +146,12 @@ class ResponsesWriter:
             + response
             + b"}\n\n"
         )
+
+    def _echoed(self) -> bytes:
+        echo = self._echo
+        if echo is None:
+            echo = self._echo = echo_members(self._terms)
+        return echo
 
     def _next_index(self) -> int:
         return len(self._output) + (self._message is not None) + (self._reasoning is not None)
@@ -438,5 +454,6 @@ class ResponsesWriter:
             created_at=self._created_at,
             incomplete_reason=reason,
             error=error,
+            echo=self._echoed(),
         )
         return self._event(TERMINAL_EVENTS[status], response=body)

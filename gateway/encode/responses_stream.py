@@ -97,7 +97,7 @@ class ResponsesWriter:
         self._terms = terms
         self._seq = 0
         self._created_at = int(time.time())
-        self._echo: bytes | None = None  # the echoed request fields, encoded at the first use
+        self._echo = echo_members(terms)  # in each of the stream's three response objects
         self._model = terms.model
         self._started = False
         # The closed items, in output order, for the terminal response: a message as its JSON
@@ -133,7 +133,7 @@ class ResponsesWriter:
                 self._model,
                 None,
                 created_at=self._created_at,
-                echo=self._echoed(),
+                echo=self._echo,
             )
         )
         seq = self._seq
@@ -146,12 +146,6 @@ class ResponsesWriter:
             + response
             + b"}\n\n"
         )
-
-    def _echoed(self) -> bytes:
-        echo = self._echo
-        if echo is None:
-            echo = self._echo = echo_members(self._terms)
-        return echo
 
     def _next_index(self) -> int:
         return len(self._output) + (self._message is not None) + (self._reasoning is not None)
@@ -454,6 +448,6 @@ class ResponsesWriter:
             created_at=self._created_at,
             incomplete_reason=reason,
             error=error,
-            echo=self._echoed(),
+            echo=self._echo,
         )
         return self._event(TERMINAL_EVENTS[status], response=body)

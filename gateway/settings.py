@@ -54,6 +54,7 @@ from gateway.settings_resilience import (
 from gateway.settings_telemetry import LoggingSettings, TelemetrySettings, resolve_export
 
 _GLOB_CHARS: Final = frozenset("*?[")
+ROUTE_CACHE_SIZE: Final = 4096  # model names whose route `Settings.resolve_route` keeps
 
 
 class ServerSettings(Frozen):
@@ -199,7 +200,32 @@ class Settings(Frozen):
             raise ConfigError(None, problems)
         return self
 
+    @cached_property
+    def _resolved(self) -> tuple[tuple[RouteSettings, ...], dict[str, ResolvedRoute | None]]:
+        """The routes, and what they resolved each model name to: a client sends a few names
+        over and over, and matching them against every glob again cost more than the rest of
+        routing (2-3 us a request with a handful of routes, growing with the table)."""
+        return self.routes, {}
+
     def resolve_route(self, model: str) -> ResolvedRoute | None:
+        """The first route whose glob matches `model`, resolved: its answer is kept per name
+        (at most ROUTE_CACHE_SIZE names, then forgotten all at once, so a client making up
+        names cannot grow it)."""
+        routes, found = self._resolved
+        if routes is not self.routes:  # a model_copy carried another table's answers over
+            del self.__dict__["_resolved"]
+            routes, found = self._resolved
+        try:
+            return found[model]
+        except KeyError:
+            pass
+        resolved = self._match_route(model)
+        if len(found) >= ROUTE_CACHE_SIZE:
+            found.clear()
+        found[model] = resolved
+        return resolved
+
+    def _match_route(self, model: str) -> ResolvedRoute | None:
         for index, route in enumerate(self.routes):
             if fnmatchcase(model, route.match):
                 targets = route.target_list()

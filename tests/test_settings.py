@@ -6,6 +6,7 @@ from pathlib import Path
 import pydantic
 import pytest
 
+from gateway import settings as settings_module
 from gateway.settings import (
     AdminSettings,
     AgentGuardSettings,
@@ -209,6 +210,51 @@ provider = "mock"
     assert where("gpt-4o") == (1, "other")  # route 2 is shadowed by route 1
     assert where("GPT-4o") == (3, "mock")  # matching is case-sensitive
     assert where("") == (3, "mock")
+
+
+TWO_ROUTES = (
+    MINIMAL
+    + """
+[providers.other]
+kind = "openai"
+
+[[routes]]
+match = "gpt-*"
+provider = "other"
+
+[[routes]]
+match = "*"
+provider = "mock"
+"""
+)
+
+
+def test_a_kept_route_is_the_one_matching_finds(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path, TWO_ROUTES), env={})
+    first = s.resolve_route("gpt-4o")
+    assert first is not None and first.provider_name == "other"
+    assert s.resolve_route("gpt-4o") is first  # kept: not matched and built again
+    other = s.resolve_route("llama3")
+    assert other is not None and (other.route_index, other.upstream_model) == (1, "llama3")
+
+
+def test_a_copy_with_other_routes_does_not_answer_from_the_old_ones(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path, TWO_ROUTES), env={})
+    assert s.resolve_route("gpt-4o").provider_name == "other"  # type: ignore[union-attr]
+    swapped = s.model_copy(update={"routes": tuple(reversed(s.routes))})
+    route = swapped.resolve_route("gpt-4o")
+    assert route is not None and (route.route_index, route.provider_name) == (0, "mock")
+    assert s.resolve_route("gpt-4o").provider_name == "other"  # type: ignore[union-attr]
+
+
+def test_kept_routes_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings_module, "ROUTE_CACHE_SIZE", 8)
+    s = load_settings(write(tmp_path, TWO_ROUTES), env={})
+    for n in range(50):  # a client making up names
+        assert s.resolve_route(f"made-up-{n}") is not None
+    _, found = s._resolved
+    assert 0 < len(found) <= 8
+    assert s.resolve_route("gpt-4o").provider_name == "other"  # type: ignore[union-attr]
 
 
 def test_upstream_model_renames_and_falls_back_to_client_name(tmp_path: Path) -> None:

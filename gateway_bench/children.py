@@ -203,8 +203,12 @@ class Children:
         env: Mapping[str, str],
         port: int,
         workers: int | None = None,
+        wrapper: Sequence[str] = (),
+        timeout: float = START_TIMEOUT_S,
     ) -> Child:
-        argv = [sys.executable, "-m", "gateway", "serve", "--config", str(config)]
+        """`wrapper`: a command the gateway runs under (valgrind: gateway_bench.instructions),
+        which may take `timeout` to start it."""
+        argv = [*wrapper, sys.executable, "-m", "gateway", "serve", "--config", str(config)]
         argv += ["--port", str(port)]
         if workers is not None:
             argv += ["--workers", str(workers)]
@@ -218,5 +222,5 @@ class Children:
                 env=dict(env),
             )
         child.log = log
-        child.url = wait_ready_log(child, START_TIMEOUT_S)
+        child.url = wait_ready_log(child, timeout)
         return child

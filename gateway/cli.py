@@ -159,6 +159,9 @@ def _serve(
     args: argparse.Namespace, env: Mapping[str, str], prices: PendingPrices, launch: Launch | None
 ) -> int:
     # The serving path is imported here, not for `gateway --help` or another command.
+    from providers import tls_trust
+
+    tls_trust.import_aiohttp()  # before anything imports it: the trust store is read if needed
     from gateway import event_loop, logs
     from gateway.config_source import config_source
     from gateway.listen import listen_failure, open_listeners, reserve_address

@@ -29,6 +29,7 @@ from gateway.price_subset import GivenPrices
 from gateway.private_dir import PrivateDir
 from gateway.serving import Serving, StartupFailed, run_server
 from gateway.workers import WorkerSpec, for_workers, read_spec
+from providers import tls_trust
 
 log = logging.getLogger("gateway.worker")
 SUPERVISOR_GONE = "supervisor gone"
@@ -36,6 +37,7 @@ SUPERVISOR_GONE = "supervisor gone"
 
 def preload() -> None:
     """What serving imports, before the spec: the supervisor is preparing meanwhile."""
+    tls_trust.import_aiohttp()  # before anything imports it: the trust store is read if needed
     import aiohttp.web  # noqa: F401
 
     import gateway.app

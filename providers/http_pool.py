@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
+from providers import tls_trust
 from providers.http_conn import UpstreamConnection
 from providers.pool_limits import DEFAULT_MAX_CONNECTIONS
 
@@ -72,8 +73,8 @@ class PoolStats:
 
 def _verified_tls_context() -> ssl.SSLContext:
     """The system's trust store, hostname checks on, ALPN http/1.1: aiohttp's own verified
-    context when it has one (made at its import: loading the trust store reads files, which must
-    not happen inside the event loop, and each copy of it holds about a MiB), else a new one."""
+    context when it has one (each copy of the store holds about a MiB; a serving process's
+    holds none until its first TLS upstream: providers.tls_trust), else a new one."""
     from aiohttp import connector
 
     made = getattr(connector, "_SSL_CONTEXT_VERIFIED", None)
@@ -224,7 +225,7 @@ class ConnectionPool:
     # --- opening ------------------------------------------------------------------------------
 
     async def _connect(self, origin: Origin, loop: asyncio.AbstractEventLoop) -> UpstreamConnection:
-        tls = DEFAULT_TLS if origin.tls else None
+        tls = await tls_trust.loaded(DEFAULT_TLS) if origin.tls else None
         hostname = origin.host if origin.tls else None
 
         def protocol() -> UpstreamConnection:

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,11 +59,15 @@ def clean_env() -> dict[str, str]:
 class GatewayProcess:
     """A running `gateway serve`; a thread keeps its stderr, line by line."""
 
-    def __init__(self, config: Path, cwd: Path, *args: str) -> None:
+    def __init__(
+        self, config: Path, cwd: Path, *args: str, env: Mapping[str, str] | None = None
+    ) -> None:
+        """`env`: variables set beside the clean environment."""
         self.proc = subprocess.Popen(
             [GATEWAY, "serve", "--config", str(config), "--port", "0", *args],
             cwd=cwd,
-            env={**clean_env(), "XDG_DATA_HOME": str(cwd / "xdg-data")},  # not the real home
+            # XDG_DATA_HOME: not the real home
+            env={**clean_env(), "XDG_DATA_HOME": str(cwd / "xdg-data"), **(env or {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )

@@ -51,9 +51,14 @@ def response_id(terms: ReplyTerms) -> str:
     return terms.response_id or "resp_" + terms.request_id
 
 
+# An item's index as its id writes it: a format spec (`:03d`) costs twice the rest of the id.
+_INDEX_DIGITS = tuple(f"{index:03d}" for index in range(100))
+
+
 def item_id(prefix: str, terms: ReplyTerms, index: int) -> str:
     """Stable per response and item, never equal to a call's `call_id`."""
-    return f"{prefix}_{response_id(terms)[5:]}{index:03d}"
+    digits = _INDEX_DIGITS[index] if 0 <= index < 100 else f"{index:03d}"
+    return f"{prefix}_{response_id(terms)[5:]}{digits}"
 
 
 def status_of(verdict: Verdict) -> tuple[str, str | None]:
@@ -72,10 +77,13 @@ def response_object(
     incomplete_reason: str | None = None,
     error: dict[str, Any] | None = None,
     echo: bytes | None = None,
+    completed_at: int | None = None,
 ) -> dict[str, Any]:
     """`echo`: the echoed request fields as `echo_members` encoded them, for an answer that
     writes several response objects (a stream: three), so that an agent's echo (its whole tool
-    list and its instructions) is encoded once, not each time; None: from `terms.echo`."""
+    list and its instructions) is encoded once, not each time; None: from `terms.echo` (a whole
+    answer's body stays plain data: the Responses store keeps it, and `GET` returns it).
+    `completed_at`: when an ended answer was finished (None: now)."""
     usage_value: dict[str, Any] | orjson.Fragment | None = (
         usage_object(usage) if usage is not None else None
     )
@@ -95,7 +103,7 @@ def response_object(
     if echo is None:
         body.update(terms.echo)
     if status != "in_progress":
-        body["completed_at"] = int(time.time())
+        body["completed_at"] = int(time.time()) if completed_at is None else completed_at
     if verdict is not None:
         body["gateway"] = terms.extension(verdict)
     return body
@@ -204,7 +212,7 @@ def build_body(resp: AggregatedResponse, verdict: Verdict, terms: ReplyTerms) ->
             call_item(terms, 2 + k, call, call_status(verdict))
             for k, call in enumerate(resp.tool_calls)
         ]
-    created = int(time.time())
+    now = int(time.time())  # created and completed at once
     return response_object(
         terms,
         status,
@@ -212,9 +220,10 @@ def build_body(resp: AggregatedResponse, verdict: Verdict, terms: ReplyTerms) ->
         resp.usage,
         resp.model,
         verdict,
-        created_at=created,
+        created_at=now,
         incomplete_reason=reason,
         error=_failed(verdict) if status == "failed" else None,
+        completed_at=now,
     )
 
 

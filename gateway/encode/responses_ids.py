@@ -1,7 +1,8 @@
 """The ids of Responses answers: `resp_` and 32 hex digits from the OS's random source.
 
 One read of the source serves `POOL` ids (a `getrandom` call per answer cost more than the rest
-of minting it); a forked child forgets what its parent read, so no two processes share an id.
+of minting it), minted at once and handed out one by one; a forked child forgets what its parent
+read, so no two processes share an id.
 
     response_id = new_response_id()        # "resp_3f2a…", 16 random bytes
 """
@@ -9,20 +10,26 @@ of minting it); a forked child forgets what its parent read, so no two processes
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 ID_BYTES = 16
 POOL = 256  # ids per read of the random source
 
 
 class _Pool:
-    __slots__ = ("at", "data")
+    __slots__ = ("ids",)
 
     def __init__(self) -> None:
-        self.data = b""
-        self.at = 0
+        self.ids: Iterator[str] = iter(())
 
     def forget(self) -> None:
-        self.data, self.at = b"", 0
+        self.ids = iter(())
+
+    def refill(self) -> Iterator[str]:
+        digits = os.urandom(ID_BYTES * POOL).hex()
+        width = 2 * ID_BYTES
+        self.ids = iter(["resp_" + digits[at : at + width] for at in range(0, len(digits), width)])
+        return self.ids
 
 
 _pool = _Pool()
@@ -30,9 +37,6 @@ os.register_at_fork(after_in_child=_pool.forget)
 
 
 def new_response_id() -> str:
-    pool = _pool
-    at = pool.at
-    if at >= len(pool.data):
-        pool.data, at = os.urandom(ID_BYTES * POOL), 0
-    pool.at = at + ID_BYTES
-    return "resp_" + pool.data[at : at + ID_BYTES].hex()
+    for minted in _pool.ids:  # the next one, without a StopIteration to catch
+        return minted
+    return next(_pool.refill())

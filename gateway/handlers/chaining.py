@@ -5,7 +5,8 @@ upstream, stateless, receives the whole history; after a completed or incomplete
 request's own items and the answer's output items as delivered (withheld calls are not among
 them) are kept, unless the request said `store: false`. A failed answer is never kept.
 
-    chain, obj, raw = await open_chain(store, obj, raw, request.headers)
+    if chained(obj):
+        chain, obj, raw = await open_chain(store, obj, raw, request.headers)
     ...
     if chain is not None:  # None: nothing to continue and nothing to keep
         await chain.keep(attempt)
@@ -79,15 +80,22 @@ def own_items(value: Any) -> list[Item]:
     return list(value) if isinstance(value, list) else []
 
 
+def chained(obj: dict[str, Any]) -> bool:
+    """Whether the request continues a chain or is kept: not one that says `store: false` and
+    names no `previous_response_id`, as Codex sends every request (asked before `open_chain`,
+    so that such a request does not wait on it at all)."""
+    return obj.get("store") is not False or obj.get("previous_response_id") is not None
+
+
 async def open_chain(
     store: ResponseStore, obj: dict[str, Any], raw: bytes, headers: Any
 ) -> tuple[Chain | None, dict[str, Any], bytes]:
     """The request's chain, with the body that carries its history; no chain for a request that
-    continues none and is not kept (`store: false`, as Codex sends every request)."""
+    continues none and is not kept (`chained`)."""
+    if not chained(obj):
+        return None, obj, raw
     parent = obj.get("previous_response_id")
     kept = obj.get("store") is not False
-    if parent is None and not kept:
-        return None, obj, raw
     chain = Chain(store, headers, parent, own_items(obj.get("input")), kept, str(obj["model"]))
     if parent is None:
         return chain, obj, raw

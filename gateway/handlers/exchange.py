@@ -42,7 +42,7 @@ from gateway.events import StreamError
 from gateway.formats.registry import wire_for
 from gateway.handlers.attempt import Attempt
 from gateway.handlers.attempt_log import admitted, note, note_answer
-from gateway.handlers.chaining import open_chain
+from gateway.handlers.chaining import chained, open_chain
 from gateway.handlers.continuation import Continuations, note_attempts
 from gateway.handlers.error_extension import error_extension
 from gateway.handlers.exchange_state import (
@@ -189,7 +189,7 @@ async def _exchange(
         gateway.access.allow_route(record, route)  # 403
     if endpoint is not None:
         return await _attempts(exchange, gateway, request, route, body, obj, raw, endpoint.run)
-    if client.keeps_responses:
+    if client.keeps_responses and chained(obj):
         chain, obj, raw = await open_chain(gateway.responses, obj, raw, request.headers)
         if chain is not None:
             exchange.chain = chain

@@ -154,7 +154,8 @@ class ResponsesBody(RequestBody):
         items = self.input
         if isinstance(items, list):
             for i, item in enumerate(items):
-                _check_item(endpoint, i, item)
+                if not _plain_item(item):
+                    _check_item(endpoint, i, item)  # raises, naming what is wrong
         elif items is None:
             if self.previous_response_id is None:
                 raise _invalid(endpoint, "input", "is required")
@@ -192,6 +193,28 @@ _CALL_ITEMS = (
     "custom_tool_call",
     "custom_tool_call_output",
 )
+
+
+_PAIRED_ITEMS = frozenset(_CALL_ITEMS)
+_NAMED_ITEMS = frozenset({"function_call", "custom_tool_call"})
+
+
+def _plain_item(item: Any) -> bool:
+    """What `_check_item` accepts, in the common shapes, tested without raising: an agent's
+    request holds hundreds of items (messages, calls and their outputs), each checked here."""
+    if item.__class__ is not dict:
+        return False
+    kind = item.get("type", "message" if "role" in item else None)
+    if kind == "message":
+        return item.get("role").__class__ is str
+    if kind.__class__ is not str:
+        return False
+    if kind not in _PAIRED_ITEMS:
+        return True
+    call_id = item.get("call_id")
+    if call_id.__class__ is not str or not call_id:
+        return False
+    return kind not in _NAMED_ITEMS or item.get("name").__class__ is str
 
 
 def _check_item(endpoint: str, i: int, item: Any) -> None:

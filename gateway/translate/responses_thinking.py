@@ -134,7 +134,13 @@ def without_gateway_reasoning(body: dict[str, Any]) -> tuple[dict[str, Any], Dro
     """A Responses upstream cannot read the gateway's `gw1:` tokens (a conversation that moved
     from an Anthropic model): the reasoning items carrying one are left out and counted."""
     items = body.get("input")
-    if not isinstance(items, list) or not any(map(_carries_gateway_token, items)):
+    if not isinstance(items, list):
+        return None
+    # Only reasoning items can carry one; found first by a test per item, not a call per item.
+    reasoning = [
+        item for item in items if isinstance(item, dict) and item.get("type") == "reasoning"
+    ]
+    if not reasoning or not any(map(_carries_gateway_token, reasoning)):
         return None
     kept = [item for item in items if not _carries_gateway_token(item)]
     dropped = Dropped(items={"reasoning": len(items) - len(kept)})

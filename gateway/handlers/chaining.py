@@ -5,11 +5,10 @@ upstream, stateless, receives the whole history; after a completed or incomplete
 request's own items and the answer's output items as delivered (withheld calls are not among
 them) are kept, unless the request said `store: false`. A failed answer is never kept.
 
-    if chained(obj):
+    if chained(obj):  # else nothing to continue and nothing to keep: no chain at all
         chain, obj, raw = await open_chain(store, obj, raw, request.headers)
     ...
-    if chain is not None:  # None: nothing to continue and nothing to keep
-        await chain.keep(attempt)
+    await chain.keep(attempt)
 """
 
 from __future__ import annotations
@@ -89,11 +88,9 @@ def chained(obj: dict[str, Any]) -> bool:
 
 async def open_chain(
     store: ResponseStore, obj: dict[str, Any], raw: bytes, headers: Any
-) -> tuple[Chain | None, dict[str, Any], bytes]:
-    """The request's chain, with the body that carries its history; no chain for a request that
-    continues none and is not kept (`chained`)."""
-    if not chained(obj):
-        return None, obj, raw
+) -> tuple[Chain, dict[str, Any], bytes]:
+    """The chain of a request that continues one or is kept (`chained`), with the body that
+    carries its history."""
     parent = obj.get("previous_response_id")
     kept = obj.get("store") is not False
     chain = Chain(store, headers, parent, own_items(obj.get("input")), kept, str(obj["model"]))

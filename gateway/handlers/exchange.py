@@ -191,9 +191,8 @@ async def _exchange(
         return await _attempts(exchange, gateway, request, route, body, obj, raw, endpoint.run)
     if client.keeps_responses and chained(obj):
         chain, obj, raw = await open_chain(gateway.responses, obj, raw, request.headers)
-        if chain is not None:
-            exchange.chain = chain
-            record.previous_response_id = chain.parent_id
+        exchange.chain = chain
+        record.previous_response_id = chain.parent_id
     _check_runaway(gateway, client, obj, record)
     return await _attempts(exchange, gateway, request, route, body, obj, raw, _attempt)
 

@@ -154,8 +154,7 @@ class ResponsesBody(RequestBody):
         items = self.input
         if isinstance(items, list):
             for i, item in enumerate(items):
-                if not _plain_item(item):
-                    _check_item(endpoint, i, item)  # raises, naming what is wrong
+                _check_item(endpoint, i, item)
         elif items is None:
             if self.previous_response_id is None:
                 raise _invalid(endpoint, "input", "is required")
@@ -199,25 +198,9 @@ _PAIRED_ITEMS = frozenset(_CALL_ITEMS)
 _NAMED_ITEMS = frozenset({"function_call", "custom_tool_call"})
 
 
-def _plain_item(item: Any) -> bool:
-    """What `_check_item` accepts, in the common shapes, tested without raising: an agent's
-    request holds hundreds of items (messages, calls and their outputs), each checked here."""
-    if item.__class__ is not dict:
-        return False
-    kind = item.get("type", "message" if "role" in item else None)
-    if kind == "message":
-        return item.get("role").__class__ is str
-    if kind.__class__ is not str:
-        return False
-    if kind not in _PAIRED_ITEMS:
-        return True
-    call_id = item.get("call_id")
-    if call_id.__class__ is not str or not call_id:
-        return False
-    return kind not in _NAMED_ITEMS or item.get("name").__class__ is str
-
-
 def _check_item(endpoint: str, i: int, item: Any) -> None:
+    """Runs for each input item, and an agent's request holds hundreds: each field is read
+    once, and the kinds are sets."""
     if not isinstance(item, dict):
         raise _invalid(endpoint, f"input[{i}]", "must be an object")
     kind = item.get("type", "message" if "role" in item else None)
@@ -227,11 +210,14 @@ def _check_item(endpoint: str, i: int, item: Any) -> None:
         return
     if not isinstance(kind, str):
         raise _invalid(endpoint, f"input[{i}].type", "must be a string")
-    if kind in _CALL_ITEMS and not (isinstance(item.get("call_id"), str) and item["call_id"]):
+    if kind not in _PAIRED_ITEMS:
+        return
+    call_id = item.get("call_id")
+    if not (isinstance(call_id, str) and call_id):
         raise _invalid(
             endpoint, f"input[{i}].call_id", "is required to pair a call with its output"
         )
-    if kind in ("function_call", "custom_tool_call") and not isinstance(item.get("name"), str):
+    if kind in _NAMED_ITEMS and not isinstance(item.get("name"), str):
         raise _invalid(endpoint, f"input[{i}].name", "must be a string")
 
 

@@ -390,6 +390,15 @@ async def test_sqlite_stores_bools_as_integers_and_lists_as_json(tmp_path: Path)
     ]
 
 
+def test_sqlite_binds_nones_and_bools_through_registered_adapters() -> None:
+    """Without an adapter for their type, sqlite3 asks `PrepareProtocol` for `__adapt__` for
+    every None and bool it binds, an AttributeError formatted and dropped each time; the store
+    registers ones that bind them as before (the test above: NULL, and 0 or 1)."""
+    for value, bound in ((None, None), (True, 1), (False, 0)):
+        adapted = sqlite3.adapters[(type(value), sqlite3.PrepareProtocol)](value)
+        assert adapted == bound and type(adapted) is type(bound)
+
+
 # --- PostgreSQL specifics -----------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ could not hold emptied, and sets aside, counted, only what even that cannot save
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -17,14 +18,22 @@ from typing import Any
 
 import pytest
 
-from gateway.audit.conform import REPAIRS, repaired
+from gateway.audit import conform
+from gateway.audit.conform import REPAIRS, check, repaired
 from gateway.audit.migrations import LATEST_VERSION, MIGRATIONS, Migration
 from gateway.audit.record import AuditRecord, coerce_text
 from gateway.audit.store import RecordRejected
 from gateway.audit.writer import AuditWriter
 from gateway.formats.shape import INT64_MAX
 from gateway.formats.shape import count as coerce_count
-from tests.audit_util import BACKENDS, Backend, FakeStore, full_record, open_backend
+from tests.audit_util import (
+    BACKENDS,
+    Backend,
+    FakeStore,
+    full_record,
+    open_backend,
+    sparse_record,
+)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -116,6 +125,46 @@ async def test_a_row_the_database_refuses_is_a_record_problem(backend: Backend) 
     assert await backend.count() == 0
     await store.write([full_record(1)])
     assert await backend.count() == 1
+
+
+# Values of every kind a field may be given, plainly fine or not, for the check's plans.
+PALETTE: tuple[Any, ...] = (
+    None, "", "x", "héllo", "a\x00b", "gpt-\ud800", 0, -1, 7, 2**31, 2**63 - 1, 2**63,
+    1.5, 1e308, math.nan, math.inf, -math.inf, True, False, [], {}, [1], {"a": 1},
+)  # fmt: skip
+
+
+def _refusal(run: Any, record: AuditRecord) -> str | None:
+    try:
+        run(record)
+    except RecordRejected as exc:
+        return exc.field
+    return None
+
+
+@pytest.mark.parametrize("start", [full_record, sparse_record])
+def test_the_check_refuses_what_checking_each_field_refuses(start: Any) -> None:
+    """`check` passes a record by a plan made once for its types; whatever it passes, the
+    field-by-field check passes too, and it refuses the same field. Each value of the palette
+    in each field, alone and beside a second one, and three times of 1e308 (their sum
+    overflows); every record twice, the second time by the plan kept."""
+    each = lambda record: conform._check_each(conform._VALUES(record))  # noqa: E731
+    names = list(REPAIRS)
+    for at, name in enumerate(names):
+        for value in PALETTE:
+            second = names[(at + 9) % len(names)]
+            for overrides in (
+                {name: value},
+                {name: value, second: PALETTE[(at * 5) % len(PALETTE)]},
+            ):
+                record = dataclasses.replace(start(3), **overrides)
+                expected = _refusal(each, record)
+                assert _refusal(check, record) == expected, overrides
+                assert _refusal(check, record) == expected, overrides
+    times = {"started_at": 1e308, "first_byte_at": 1e308, "ended_at": 1e308}
+    overflowing = dataclasses.replace(start(4), **times)
+    assert _refusal(check, overflowing) is _refusal(each, overflowing) is None
+    assert conform._PLANS  # the plans were made and kept
 
 
 # --- the repair --------------------------------------------------------------------------------

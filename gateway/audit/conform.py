@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 import orjson
@@ -153,8 +153,25 @@ _VALUES: Final = operator.attrgetter(*REPAIRS)  # every field of a record, in on
 
 
 def check(record: AuditRecord) -> None:
-    """Raise `RecordRejected` (naming the field) unless every field holds a value of its type."""
+    """Raise `RecordRejected` (naming the field) unless every field holds a value of its type.
+
+    A record's types say which of its values need looking at: the plan for them is made once per
+    combination of types (`_plan`), and tests every text at once, and every count and time. A
+    record the plan cannot pass is checked field by field (`_check_each`), which names the field.
+    """
     values: tuple[Any, ...] = _VALUES(record)
+    types = tuple(map(type, values))
+    try:
+        plan = _PLANS[types]
+    except KeyError:  # a combination of types not met before
+        plan = _plan(types)
+        if len(_PLANS) < _MAX_PLANS:
+            _PLANS[types] = plan
+    if plan is None or not plan.holds(values):
+        _check_each(values)
+
+
+def _check_each(values: tuple[Any, ...]) -> None:
     for (name, nullable, shape, coerce, plain, limit), value in zip(_CHECKS, values, strict=True):
         if value is None:
             if nullable:
@@ -173,6 +190,79 @@ def check(record: AuditRecord) -> None:
         ) or coerce(value) is value:
             continue
         raise RecordRejected(f"field {name} cannot hold its value", field=name)
+
+
+_Values = Callable[[tuple[Any, ...]], tuple[Any, ...]]
+
+
+def _getter(at: Sequence[int]) -> _Values | None:
+    """The values at `at`, always as a tuple (itemgetter gives one index's value bare)."""
+    if not at:
+        return None
+    if len(at) == 1:
+        only = at[0]
+        return lambda values: (values[only],)
+    return operator.itemgetter(*at)
+
+
+class _Plan(NamedTuple):
+    """What `_check_each` would test of the values with one combination of types."""
+
+    texts: _Values | None
+    counts: tuple[tuple[_Values, int], ...]  # the counts below each limit
+    times: _Values | None
+
+    def holds(self, values: tuple[Any, ...]) -> bool:
+        """Every text ASCII without NUL, every count within its limit, every float finite:
+        all plainly fine, as `_check_each` takes them without a coerce. False says nothing
+        (a non-ASCII text, a sum that overflows): `_check_each` decides then."""
+        if self.texts is not None:
+            joined = "".join(self.texts(values))
+            if not joined.isascii() or "\x00" in joined:
+                return False
+        for counts, limit in self.counts:
+            group = counts(values)
+            if min(group) < 0 or max(group) > limit:
+                return False
+        # A NaN or an infinity makes the sum one; finite floats make it one only by overflow.
+        return self.times is None or -_INF < sum(self.times(values)) < _INF
+
+
+def _plan(types: tuple[type, ...]) -> _Plan | None:
+    """None when a value's type alone needs `_check_each`: a None where the field cannot be
+    one, a JSON field of another shape, any type but the field's plain one."""
+    texts: list[int] = []
+    counts: dict[int, list[int]] = {}
+    times: list[int] = []
+    for at, ((_, nullable, shape, _, plain, limit), cls) in enumerate(
+        zip(_CHECKS, types, strict=True)
+    ):
+        if cls is _NONE_TYPE:
+            if not nullable:
+                return None
+        elif shape is not None:
+            if cls is not shape:
+                return None
+        elif cls is not plain:
+            return None
+        elif cls is str:
+            texts.append(at)
+        elif cls is int:
+            counts.setdefault(limit, []).append(at)
+        elif cls is float:
+            times.append(at)
+    return _Plan(
+        _getter(texts),
+        tuple((getter, limit) for limit, at in counts.items() if (getter := _getter(at))),
+        _getter(times),
+    )
+
+
+_NONE_TYPE: Final = type(None)
+# Records come in a few dozen combinations of types (which optional fields are set); a store
+# that meets more than this many keeps checking the others without a plan kept.
+_MAX_PLANS: Final = 512
+_PLANS: dict[tuple[type, ...], _Plan | None] = {}
 
 
 def json_text(value: object) -> str:

@@ -232,7 +232,7 @@ class LeanConnection(BaseProtocol):
             return None
         url = parsed.url
         path_bytes = url.partition(b"?")[0]
-        if b"%" in path_bytes or b"#" in url:
+        if path_bytes.find(b"%") >= 0 or url.find(b"#") >= 0:  # not `in` (gateway.formats.sse)
             return None
         parsed.path = path_bytes.decode("latin-1")
         if parsed.path not in self._routes:

@@ -268,7 +268,7 @@ class UpstreamConnection(asyncio.Protocol):
             if lower == b"content-length":
                 length = True
             elif lower == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
+                chunked = value.lower().find(b"chunked") >= 0
             elif lower == b"content-encoding":
                 make = _INFLATE.get(value.strip().lower())
                 inflate = make() if make is not None else None

@@ -3,7 +3,10 @@
 The decoder accepts any chunking of the byte stream: it splits on line ends at the byte level
 (`\\n`, `\\r\\n`, `\\r`, including a `\\r\\n` pair split across two chunks) and never decodes
 text, so a chunk boundary inside a UTF-8 character cannot corrupt anything. Data stays bytes for
-orjson; only the short `event:` name is decoded.
+orjson; only the short `event:` name is decoded. A byte search here is `find`, never `in`:
+`bytes.__contains__` first tries its argument as a byte value, and for a bytes argument that
+TypeError is formatted and cleared (CPython 3.11: some 1,000 instructions more than `find`, on
+every chunk and every event).
 
     decoder = SSEDecoder()
     for chunk in body:
@@ -49,7 +52,7 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[SSEFrame]:
         buf = self._pending + chunk if self._pending else chunk
-        if b"\r" in buf:
+        if buf.find(b"\r") >= 0:
             # A trailing \r may be the first half of \r\n: keep it for the next chunk.
             tail = b"\r" if buf.endswith(b"\r") else b""
             if tail:
@@ -66,7 +69,7 @@ class SSEDecoder:
         frames: list[SSEFrame] = []
         for block in blocks:
             if block[:6] == b"data: ":
-                if b"\n" not in block:  # OpenAI's events: one data line
+                if block.find(b"\n") < 0:  # OpenAI's events: one data line
                     frames.append(SSEFrame(None, block[6:]))
                     continue
             elif block[:7] == b"event: ":  # Anthropic's: a name line, then one data line
@@ -147,7 +150,7 @@ def _frame(event: str | None, data: list[bytes]) -> SSEFrame:
 def encode(data: bytes, event: str | None = None) -> bytes:
     """One SSE event. Data that spans lines (a relayed event the upstream sent as several `data:`
     lines, which the decoder joined with `\\n`) gets a `data: ` prefix on every line again."""
-    if b"\n" in data:
+    if data.find(b"\n") >= 0:
         data = data.replace(b"\n", b"\ndata: ")
     if event is None:
         return b"data: " + data + b"\n\n"

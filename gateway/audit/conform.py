@@ -18,6 +18,7 @@ from typing import Any, Final, NamedTuple
 import orjson
 
 from gateway.audit.record import (
+    FIELD_NAMES,
     INT32_MAX,
     AuditRecord,
     coerce_flag,
@@ -147,13 +148,15 @@ _CHECKS: Final[tuple[_Check, ...]] = tuple(
         repair.coerce,
         *_PLAIN.get(repair.coerce, (type(None), 0)),
     )
-    for name, repair in REPAIRS.items()
+    for name in FIELD_NAMES
+    for repair in (REPAIRS[name],)
 )
-_VALUES: Final = operator.attrgetter(*REPAIRS)  # every field of a record, in one call
+_VALUES: Final = operator.attrgetter(*FIELD_NAMES)  # every field of a record, in one call
 
 
-def check(record: AuditRecord) -> None:
-    """Raise `RecordRejected` (naming the field) unless every field holds a value of its type.
+def check(record: AuditRecord) -> tuple[Any, ...]:
+    """The record's values in field order (the stores' columns), once every field is seen to
+    hold a value of its type; else `RecordRejected`, naming the field.
 
     A record's types say which of its values need looking at: the plan for them is made once per
     combination of types (`_plan`), and tests every text at once, and every count and time. A
@@ -169,6 +172,7 @@ def check(record: AuditRecord) -> None:
             _PLANS[types] = plan
     if plan is None or not plan.holds(values):
         _check_each(values)
+    return values
 
 
 def _check_each(values: tuple[Any, ...]) -> None:

@@ -39,14 +39,14 @@ _SELECT = f"SELECT {', '.join(COLUMNS)} FROM {TABLE}"
 def encode(record: AuditRecord) -> tuple[Any, ...]:
     """One row in `COLUMNS` order; JSON fields as text, None as NULL. `RecordRejected` when a
     field does not hold its type (so both stores refuse the same records)."""
-    check(record)
-    row: list[Any] = []
-    for name in COLUMNS:
-        value = getattr(record, name)
-        if value is not None and name in JSON_COLUMNS:
-            value = json_text(value)
-        row.append(value)
+    row = list(check(record))  # in field order, as COLUMNS are
+    for at in _JSON_AT:
+        if row[at] is not None:
+            row[at] = json_text(row[at])
     return tuple(row)
+
+
+_JSON_AT = tuple(at for at, name in enumerate(COLUMNS) if name in JSON_COLUMNS)
 
 
 def decode(row: asyncpg.Record) -> AuditRecord:

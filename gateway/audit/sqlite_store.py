@@ -9,7 +9,6 @@ and the next call must not use the connection meanwhile.
 from __future__ import annotations
 
 import asyncio
-import operator
 import sqlite3
 import threading
 import time
@@ -90,8 +89,7 @@ def encode(record: AuditRecord) -> tuple[Any, ...]:
     `RecordRejected` when a field does not hold its type: SQLite would store a string in an
     INTEGER column, where PostgreSQL refuses it and `gateway audit` would fail on it later.
     """
-    check(record)
-    row = list(_ROW(record))
+    row = list(check(record))  # in field order, as COLUMNS are
     for at in _JSON_AT:
         value = row[at]
         if value is not None:
@@ -99,7 +97,6 @@ def encode(record: AuditRecord) -> tuple[Any, ...]:
     return tuple(row)
 
 
-_ROW: Final = operator.attrgetter(*COLUMNS)  # every column of a record, in one call
 _JSON_AT: Final = tuple(at for at, name in enumerate(COLUMNS) if name in JSON_COLUMNS)
 
 

@@ -13,6 +13,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -221,7 +222,7 @@ class SQLiteStore:
                 whole = len(rows) - len(rows) % _ROWS_PER_INSERT
                 for start in range(0, whole, _ROWS_PER_INSERT):
                     part = rows[start : start + _ROWS_PER_INSERT]
-                    self._conn.execute(_INSERT_MANY, [v for row in part for v in row])
+                    self._conn.execute(_INSERT_MANY, list(chain.from_iterable(part)))
                 if whole < len(rows):
                     self._conn.executemany(_INSERT_ONE, rows[whole:])
             except _REFUSED as exc:

@@ -79,6 +79,8 @@ COLUMNS: tuple[str, ...] = (
     "recovered",
     "estimated_tokens",
 )
+# Where the JSON columns sit in a row in COLUMNS' order (the stores encode them as text).
+JSON_AT: tuple[int, ...] = tuple(at for at, name in enumerate(COLUMNS) if name in JSON_COLUMNS)
 
 
 class Migration(NamedTuple):

@@ -17,6 +17,7 @@ import orjson
 from gateway.audit.conform import check, json_text
 from gateway.audit.migrations import (
     COLUMNS,
+    JSON_AT,
     JSON_COLUMNS,
     MIGRATIONS,
     TABLE,
@@ -40,13 +41,10 @@ def encode(record: AuditRecord) -> tuple[Any, ...]:
     """One row in `COLUMNS` order; JSON fields as text, None as NULL. `RecordRejected` when a
     field does not hold its type (so both stores refuse the same records)."""
     row = list(check(record))  # in field order, as COLUMNS are
-    for at in _JSON_AT:
+    for at in JSON_AT:
         if row[at] is not None:
             row[at] = json_text(row[at])
     return tuple(row)
-
-
-_JSON_AT = tuple(at for at, name in enumerate(COLUMNS) if name in JSON_COLUMNS)
 
 
 def decode(row: asyncpg.Record) -> AuditRecord:

@@ -23,6 +23,7 @@ from gateway.audit.conform import check, json_text
 from gateway.audit.migrations import (
     BOOL_COLUMNS,
     COLUMNS,
+    JSON_AT,
     JSON_COLUMNS,
     MIGRATIONS,
     TABLE,
@@ -91,14 +92,11 @@ def encode(record: AuditRecord) -> tuple[Any, ...]:
     INTEGER column, where PostgreSQL refuses it and `gateway audit` would fail on it later.
     """
     row = list(check(record))  # in field order, as COLUMNS are
-    for at in _JSON_AT:
+    for at in JSON_AT:
         value = row[at]
         if value is not None:
             row[at] = "[]" if value == [] else json_text(value)
     return tuple(row)
-
-
-_JSON_AT: Final = tuple(at for at, name in enumerate(COLUMNS) if name in JSON_COLUMNS)
 
 
 def decode(row: Sequence[Any]) -> AuditRecord:

@@ -30,7 +30,11 @@ from gateway.formats.stop_reasons import to_anthropic
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 
-DELTA_HEAD = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
+# A content block delta: the block's index, the delta's type and key, its text's JSON.
+DELTA = (
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+    b'"delta":{"type":%b%b}}\n\n'
+)
 THINKING_BLOCK = {"type": "thinking", "thinking": "", "signature": ""}
 
 
@@ -121,8 +125,8 @@ class AnthropicMessagesWriter:
         if self._block != block:
             opened = {"type": "text", "text": ""} if block == "text" else THINKING_BLOCK
             out += self._close() + self._open(opened)
-        head = DELTA_HEAD + b'%d,"delta":{"type":' % self._index
-        return out + head + key + orjson.dumps(text) + b"}}\n\n"
+        delta = DELTA % (self._index, key, orjson.dumps(text))
+        return out + delta if out else delta
 
     def _open(self, block: dict[str, Any]) -> bytes:
         self._index += 1

@@ -33,6 +33,11 @@ from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 
 DONE_FRAME = b"data: [DONE]\n\n"
+# A content chunk, up to its delta's members: its id, creation time and model.
+CHUNK_HEAD = (
+    b'data: {"id":%b,"object":"chat.completion.chunk","created":%d,"model":%b,'
+    b'"choices":[{"index":0,"delta":{'
+)
 CHUNK_TAIL = b'},"logprobs":null,"finish_reason":null}]}\n\n'
 
 
@@ -94,20 +99,12 @@ class OpenAIChatWriter:
         if event.id:
             self._id = event.id
         self._model = event.model or self._model
-        self._head = (
-            b'data: {"id":'
-            + orjson.dumps(self._id)
-            + b',"object":"chat.completion.chunk","created":'
-            + str(self._created).encode()
-            + b',"model":'
-            + orjson.dumps(self._model)
-            + b',"choices":[{"index":0,"delta":{'
-        )
-        return self._head + b'"role":"assistant","content":""' + CHUNK_TAIL
+        self._head = CHUNK_HEAD % (orjson.dumps(self._id), self._created, orjson.dumps(self._model))
+        return b"".join((self._head, b'"role":"assistant","content":""', CHUNK_TAIL))
 
     def _delta(self, key: bytes, text: str) -> bytes:
         prefix = b"" if self._started else self._start(MessageStart("", ""))
-        return prefix + self._head + key + orjson.dumps(text) + CHUNK_TAIL
+        return b"".join((prefix, self._head, key, orjson.dumps(text), CHUNK_TAIL))
 
     def _chunk(self, choice: dict[str, Any] | None, **extra: Any) -> bytes:
         body = {

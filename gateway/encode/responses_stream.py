@@ -51,11 +51,11 @@ TERMINAL_EVENTS = {
     "incomplete": "response.incomplete",
     "failed": "response.failed",
 }
-TEXT_DELTA_HEAD = (
+# A text delta: its sequence number, the part's fixed fields, the delta's JSON.
+TEXT_DELTA = (
     b"event: response.output_text.delta\n"
-    b'data: {"type":"response.output_text.delta","sequence_number":'
+    b'data: {"type":"response.output_text.delta","sequence_number":%d%b%b,"logprobs":[]}\n\n'
 )
-TEXT_DELTA_END = b',"logprobs":[]}\n\n'
 # The end of a text part, from its fields' JSON (its text encoded once for all of them):
 # response.output_text.done and response.content_part.done, then the part as content holds it.
 TEXT_DONE = (
@@ -73,7 +73,7 @@ ITEM_DONE = (
     b"\n\n"
 )
 # A lifecycle event up to its response object: the event's name twice, its sequence number.
-LIFECYCLE_HEAD = b'event: %s\ndata: {"type":"%s","sequence_number":%d,"response":'
+LIFECYCLE = b'event: %s\ndata: {"type":"%s","sequence_number":%d,"response":%b}\n\n'
 # Codex stops retrying on these codes (and retries anything else); the SDK reads them as-is.
 STREAM_ERROR_CODES = {"rate_limit_error": "rate_limit_exceeded"}
 
@@ -116,7 +116,7 @@ class ResponsesWriter:
     def _event(self, kind: str, **fields: Any) -> bytes:
         data = orjson.dumps({"type": kind, "sequence_number": self._seq, **fields})
         self._seq += 1
-        return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
+        return b"".join((b"event: ", kind.encode(), b"\ndata: ", data, b"\n\n"))
 
     def _start(self) -> bytes:
         """response.created and response.in_progress: the same response object in both, encoded
@@ -138,14 +138,12 @@ class ResponsesWriter:
         )
         seq = self._seq
         self._seq = seq + 2
-        return (
-            LIFECYCLE_HEAD % (b"response.created", b"response.created", seq)
-            + response
-            + b"}\n\n"
-            + LIFECYCLE_HEAD % (b"response.in_progress", b"response.in_progress", seq + 1)
-            + response
-            + b"}\n\n"
-        )
+        return LIFECYCLE % (
+            b"response.created",
+            b"response.created",
+            seq,
+            response,
+        ) + LIFECYCLE % (b"response.in_progress", b"response.in_progress", seq + 1, response)
 
     def _next_index(self) -> int:
         return len(self._output) + (self._message is not None) + (self._reasoning is not None)
@@ -274,13 +272,7 @@ class ResponsesWriter:
         number and the delta are fixed for the part (the same bytes `_event` would write)."""
         seq = self._seq
         self._seq = seq + 1
-        return (
-            TEXT_DELTA_HEAD
-            + str(seq).encode()
-            + message.delta_tail
-            + orjson.dumps(text)
-            + TEXT_DELTA_END
-        )
+        return TEXT_DELTA % (seq, message.delta_tail, orjson.dumps(text))
 
     def _open_part(self, message: OpenMessage, kind: str) -> bytes:
         message.kind = kind

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +48,23 @@ async def loop_stack():
         yield running
 
 
-def use_gateway(base_url: str) -> None:
-    set_tracing_disabled(True)
-    set_default_openai_api("responses")  # the SDK's default, said explicitly
-    set_default_openai_client(AsyncOpenAI(base_url=base_url + "/v1", api_key="unused"))
+@pytest.fixture
+async def use_gateway() -> AsyncIterator[Callable[[str], None]]:
+    """Points the SDK at the gateway; its client is closed on the test's own loop. Left to be
+    collected, an async client closes itself on whatever loop runs then, and its connections'
+    loop is closed by then: "Event loop is closed", logged as an asyncio error under a later
+    test (the fault matrix's tests assert that none is logged)."""
+    clients: list[AsyncOpenAI] = []
+
+    def use(base_url: str) -> None:
+        set_tracing_disabled(True)
+        set_default_openai_api("responses")  # the SDK's default, said explicitly
+        clients.append(AsyncOpenAI(base_url=base_url + "/v1", api_key="unused"))
+        set_default_openai_client(clients[-1])
+
+    yield use
+    for client in clients:
+        await client.close()
 
 
 class Weather:
@@ -79,7 +93,7 @@ async def run(agent: Any, prompt: str, stream: bool) -> Any:
 
 @STREAMS
 @pytest.mark.parametrize("wire", WIRES)
-async def test_a_two_turn_tool_loop_completes(loop_stack, wire, stream):
+async def test_a_two_turn_tool_loop_completes(loop_stack, use_gateway, wire, stream):
     stack = loop_stack
     model = stack.model_name(wire)
     stack.upstream.script(
@@ -112,7 +126,7 @@ async def test_a_two_turn_tool_loop_completes(loop_stack, wire, stream):
 
 
 @STREAMS
-async def test_anthropic_thinking_survives_the_sdks_replay(loop_stack, stream):
+async def test_anthropic_thinking_survives_the_sdks_replay(loop_stack, use_gateway, stream):
     """With `reasoning.encrypted_content` included, the SDK sends the reasoning item back as it
     got it, and Anthropic receives the signed thinking block first in the assistant turn."""
     stack = loop_stack
@@ -144,7 +158,9 @@ async def test_anthropic_thinking_survives_the_sdks_replay(loop_stack, stream):
 @STREAMS
 @pytest.mark.parametrize("via", POLICIES)
 @pytest.mark.parametrize("wire", WIRES)
-async def test_a_cut_answer_fails_visibly_and_its_call_never_runs(loop_stack, wire, via, stream):
+async def test_a_cut_answer_fails_visibly_and_its_call_never_runs(
+    loop_stack, use_gateway, wire, via, stream
+):
     stack = loop_stack
     model = stack.model_name(wire)
     stack.upstream.script(

@@ -114,8 +114,8 @@ def test_stream_true_sync_and_async_give_the_same_events(stack, upstream, unique
     sync_kinds = [event.type for event in openai_client(stack).responses.create(**kwargs)]
 
     async def read() -> list[str]:
-        client = async_openai_client(stack)
-        return [event.type async for event in await client.responses.create(**kwargs)]
+        async with async_openai_client(stack) as client:  # closed on this loop, not at collection
+            return [event.type async for event in await client.responses.create(**kwargs)]
 
     async_kinds = asyncio.run(read())
     assert sync_kinds == async_kinds
@@ -127,7 +127,8 @@ def test_async_create(stack, upstream, unique_model):
     model = scripted(upstream, unique_model, "anthropic", Answer(text=TEXT), False)
 
     async def call() -> Any:
-        return await async_openai_client(stack).responses.create(model=model, input="hi")
+        async with async_openai_client(stack) as client:
+            return await client.responses.create(model=model, input="hi")
 
     assert asyncio.run(call()).output_text == TEXT
 

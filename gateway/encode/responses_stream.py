@@ -72,7 +72,7 @@ ITEM_DONE = (
     b'data: {"type":"response.output_item.done","sequence_number":%d,"output_index":%d,"item":%b}'
     b"\n\n"
 )
-# A lifecycle event up to its response object: the event's name twice, its sequence number.
+# A lifecycle event: the event's name twice, its sequence number, its response object.
 LIFECYCLE = b'event: %s\ndata: {"type":"%s","sequence_number":%d,"response":%b}\n\n'
 # Codex stops retrying on these codes (and retries anything else); the SDK reads them as-is.
 STREAM_ERROR_CODES = {"rate_limit_error": "rate_limit_exceeded"}

@@ -42,7 +42,7 @@ from gateway.events import (
     ThinkingDelta,
     ToolCallStart,
 )
-from gateway.formats.sse import SSEFrame
+from gateway.formats.sse import SSEFrame, encode
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 
@@ -116,7 +116,7 @@ class ResponsesWriter:
     def _event(self, kind: str, **fields: Any) -> bytes:
         data = orjson.dumps({"type": kind, "sequence_number": self._seq, **fields})
         self._seq += 1
-        return b"".join((b"event: ", kind.encode(), b"\ndata: ", data, b"\n\n"))
+        return encode(data, kind)
 
     def _start(self) -> bytes:
         """response.created and response.in_progress: the same response object in both, encoded

@@ -121,6 +121,9 @@ def add_bench_parser(subparsers: Any, help_line: str) -> argparse.ArgumentParser
     field = bench.add_argument_group("--suite field")
     field.add_argument("--requests", type=positive(int), help="per latency run (8000)")
     field.add_argument("--trials", type=positive(int), help="randomized trials (2)")
+    field.add_argument(
+        "--rounds", type=positive(int), help="interleaved slices of every run, a trial (4)"
+    )
     field.add_argument("--sweep", type=csv_ints, help="the sweep's concurrencies (1,16,128)")
     field.add_argument("--cold-starts", type=positive(int), help="starts per gateway (5)")
     field.add_argument(

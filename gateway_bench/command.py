@@ -54,6 +54,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
 FIELD_ONLY: Final = (
     "requests",
     "trials",
+    "rounds",
     "sweep",
     "cold_starts",
     "audit",
@@ -68,7 +69,16 @@ def field_plan_of(args: argparse.Namespace) -> FieldPlan:
     plan = quick_field_plan() if args.quick else FieldPlan()
     changes: dict[str, Any] = {
         field: getattr(args, field)
-        for field in ("requests", "trials", "cold_starts", "audit", "seed", "chunks", "timeout")
+        for field in (
+            "requests",
+            "trials",
+            "rounds",
+            "cold_starts",
+            "audit",
+            "seed",
+            "chunks",
+            "timeout",
+        )
         if getattr(args, field) is not None
     }
     if args.sweep is not None:

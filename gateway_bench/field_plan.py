@@ -59,6 +59,7 @@ class FieldPlan:
     sweep: tuple[int, ...] = (1, 16, 128)  # the capacity sweep's concurrencies
     sweep_duration: float = 2.0  # seconds per sweep run
     trials: int = 2
+    rounds: int = 4  # slices of every run, interleaved with the other runs' (field_run)
     warmup: int = 200  # requests before each run, dropped
     cold_starts: int = 5  # process starts per gateway, and of the upstream
     chunks: int = DEFAULT_CHUNKS  # content chunks of a streamed answer
@@ -78,6 +79,7 @@ def quick_field_plan() -> FieldPlan:
         sweep=(1, 16),
         sweep_duration=0.3,
         trials=2,
+        rounds=2,
         warmup=20,
         cold_starts=2,
         timeout=10.0,

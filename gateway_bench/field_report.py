@@ -205,7 +205,8 @@ def caption(document: Mapping[str, Any]) -> str:
     plan = document["plan"]
     workers = document.get("workers")
     return (
-        f"Medians of {plan['trials']} trials in randomized order (seed {plan['seed']}). x direct: "
+        f"Medians of {plan['trials']} trials in randomized order (seed {plan['seed']}), each run "
+        f"in {plan.get('rounds', 1)} slices interleaved with the other runs'. x direct: "
         "the target's figure over the direct call to the fake upstream in the same trial, then "
         "the median; for memory and cold start, over the fake upstream's own process. TTFT: "
         "time to the first content word of a stream. Peak: the highest of the sweep's per-"

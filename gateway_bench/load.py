@@ -176,11 +176,12 @@ async def run_job(state: Held, job: dict[str, Any]) -> dict[str, Any]:
     latencies, ttfbs = milliseconds(loop.latencies), milliseconds(loop.ttfbs)
     ttfts = milliseconds(loop.ttfts)
     ok = len(latencies)
-    return {
+    result: dict[str, Any] = {
         "requests": loop.issued,
         "ok": ok,
         "errors": dict(loop.errors),
         "warmup_errors": dict(warmup_errors),
+        "started_s": start,  # the load generator's clock: when the window opened
         "elapsed_s": elapsed,
         "rps": ok / elapsed if elapsed > 0 else 0.0,
         "latency_ms": stats.summary(latencies),
@@ -190,6 +191,9 @@ async def run_job(state: Held, job: dict[str, Any]) -> dict[str, Any]:
         "loadgen_cpu_s": own_cpu,
         "servers": servers,
     }
+    if job.get("raw"):  # for a run measured in slices: `gateway_bench.slices` merges them
+        result["raw_ms"] = {"latency": latencies, "ttfb": ttfbs, "ttft": ttfts}
+    return result
 
 
 class Held:

@@ -59,8 +59,10 @@ class Bench:
         load: LoadGenerator,
         progress: Reporter,
         logs: Mapping[str, GatewayLog] | None = None,
+        raw: bool = False,
     ) -> None:
         self.plan = plan
+        self.raw = raw  # each result also holds its raw latencies (`gateway_bench.slices`)
         self.direct = direct
         self.targets = list(targets)
         self.load = load
@@ -97,6 +99,7 @@ class Bench:
             "warmup": max(self.plan.warmup, load.concurrency),
             "timeout": self.plan.timeout,
             "watch": watch,
+            "raw": self.raw,
         }
 
     def run(self, target: Target, load: Load, rep: int, **labels: Any) -> dict[str, Any]:

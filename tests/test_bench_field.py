@@ -17,8 +17,10 @@ from gateway_bench import field_goals
 from gateway_bench.children import ChildFailed, free_port
 from gateway_bench.coldstart import cold_start
 from gateway_bench.field_plan import WORKLOADS, FieldPlan
+from gateway_bench.field_run import split
 from gateway_bench.field_session import first_request, local
 from gateway_bench.field_summary import summarize
+from gateway_bench.slices import merged
 
 PLAN = FieldPlan(sweep=(1, 16), trials=2, names=("chat",))
 
@@ -135,6 +137,67 @@ def test_a_figure_not_measured_is_not_judged():
     assert peak.met is None and peak.measured == "-"
 
 
+def window(cpu: float, rss: float, start: float, end: float) -> dict[str, Any]:
+    return {
+        "cpu_s": cpu,
+        "rss_start_mb": start,
+        "rss_max_mb": rss,
+        "rss_end_mb": end,
+        "process_rss_max_mb": rss / 2,
+        "pss_end_mb": end,
+        "processes": 3,
+    }
+
+
+def piece(latencies: list[float], started: float, **extra: Any) -> dict[str, Any]:
+    return {
+        "phase": "latency",
+        "workload": "chat",
+        "target": "gateway",
+        "rep": 1,
+        "concurrency": 10,
+        "requests": len(latencies) + 1,
+        "ok": len(latencies),
+        "errors": {"timeout": 1},
+        "warmup_errors": {},
+        "started_s": started,
+        "elapsed_s": 0.5,
+        "rps": len(latencies) / 0.5,
+        "loadgen_cpu_s": 0.25,
+        "raw_ms": {"latency": latencies, "ttfb": [v / 2 for v in latencies], "ttft": []},
+        **extra,
+    }
+
+
+def test_slices_merge_into_the_run_they_cut():
+    first = piece([1.0, 3.0], 10.0, servers={"server": window(0.002, 50.0, 40.0, 45.0)})
+    second = piece(
+        [2.0, 4.0, 5.0],
+        20.0,
+        servers={"server": window(0.003, 60.0, 45.0, 48.0)},
+        gateway_log={"levels": {"warning": 2}, "samples": ["a", "b"]},
+    )
+    run = merged([first, second])
+    assert (run["phase"], run["target"], run["rep"]) == ("latency", "gateway", 1)
+    assert (run["requests"], run["ok"], run["errors"]) == (7, 5, {"timeout": 2})
+    assert run["latency_ms"]["p50"] == 3.0  # the median of all five, not of the slices'
+    assert run["latency_ms"]["max"] == 5.0 and run["ttfb_ms"]["p50"] == 1.5
+    assert run["ttft_ms"]["p50"] is None and len(run["latency_quantiles_ms"]) == 101
+    assert run["rps"] == 5.0 and run["loadgen_cpu_s"] == 0.5  # 5 answers in 1 s measured
+    server = run["servers"]["server"]
+    assert server["cpu_s"] == pytest.approx(0.005) and run["cpu_ms_per_req"] == pytest.approx(1.0)
+    assert (server["rss_start_mb"], server["rss_max_mb"], server["rss_end_mb"]) == (40, 60, 48)
+    assert server["process_rss_max_mb"] == 30.0
+    assert run["gateway_log"] == {"levels": {"warning": 2}, "samples": ["a", "b"]}
+    assert (run["slices"], run["slice_starts_s"]) == (2, [10.0, 20.0]) and "raw_ms" not in run
+
+
+def test_a_run_splits_into_rounds_of_nearly_equal_size():
+    assert split(8000, 4) == [2000] * 4
+    assert split(30, 4) == [8, 8, 7, 7]
+    assert split(2, 4) == [1, 1]  # no empty slice
+
+
 def test_a_cold_start_is_timed_to_the_first_answer_and_the_process_stopped(tmp_path: Path):
     port = free_port()
     argv = [sys.executable, "-m", "gateway_bench.upstream", "--port", str(port)]
@@ -187,6 +250,17 @@ def test_the_suite_end_to_end(tmp_path: Path):
     assert len(keys) == len(set(keys)) == len(WORKLOADS) * 3 * (1 + 2) * 2
     first, second = ([k[1:3] for k in keys if k[3] == trial] for trial in (0, 1))
     assert first != second and sorted(first) == sorted(second)
+    # Each run is two slices, and every run's first slice ran before any run's second one.
+    phases: dict[tuple[Any, ...], list[list[float]]] = {}
+    for run in runs:
+        assert run["slices"] == 2 and len(run["slice_starts_s"]) == 2 and "raw_ms" not in run
+        if run["phase"] == "latency":
+            assert run["requests"] == 30  # the two slices of 15 add up to the run
+        key = (run["rep"], run["phase"], run["concurrency"])
+        phases.setdefault(key, []).append(run["slice_starts_s"])
+    for starts in phases.values():
+        assert len(starts) == len(WORKLOADS) * 3
+        assert max(s[0] for s in starts) < min(s[1] for s in starts)
     for row in document["footprint"]:
         assert len(row["cold_start_runs_s"]) == 1 and row["cold_start_s"] > 0
         assert row["process_rss_mb"] > 0 and row["process_rss_mb"] <= row["rss_mb"]

@@ -44,9 +44,10 @@ config/bench-litellm.yaml does so for LiteLLM proxy. Only loopback targets are a
 Messages, each streamed and not (`bench-*`, `rbench-*`, `abench-*`: each client wire to the same
 wire upstream); per workload and target 8,000 requests at concurrency 10 (p50, p99, time to first
 token) and a capacity sweep at concurrency 1, 16 and 128 (peak req/s), in two trials of random
-order; peak RSS, per worker too; cold start (process start to first answer). The gateway runs
-with the audit trail on and, beside it, off; every figure also as a ratio to the direct call to
-the fake upstream in the same trial; the published table beside it, and the targets.
+order, each run in 4 slices interleaved with the others' (--rounds); peak RSS, per worker too;
+cold start (process start to first answer). The gateway runs with the audit trail on and,
+beside it, off; every figure also as a ratio to the direct call to the fake upstream in the
+same trial; the published table beside it, and the targets.
 """
 
 

@@ -1,5 +1,5 @@
-"""The Responses stream writer on its own: the byte template of the text-delta hot path writes
-exactly what the general event builder writes."""
+"""The Responses stream writer on its own: the byte templates of the opening events, the
+text-delta hot path and the end write exactly what the general event builder writes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from gateway.encode import ReplyTerms
+from gateway.encode.responses_body import echo_members, response_object
 from gateway.encode.responses_stream import ResponsesWriter
 from gateway.events import (
     MessageStart,
@@ -110,3 +111,39 @@ def test_the_end_events_from_byte_templates_are_what_the_general_encoder_writes(
     parts = [p for item in done for p in item.get("content", ()) if p["type"] == "output_text"]
     assert texts == [p["text"] for p in parts]
     assert "".join(texts) == "".join(e.text for e in middle if isinstance(e, TextDelta))
+
+
+@pytest.mark.parametrize("echo", [{}, {"store": False, "instructions": "Sois «bref»\u2028"}])
+@pytest.mark.parametrize("model", ["", 'gpt-5 ünïcode "quoted"'])
+def test_the_opening_events_from_byte_templates_are_what_the_general_encoder_writes(echo, model):
+    terms = ReplyTerms(
+        "req1", "p", "client-m", "withhold", response_id="resp_" + "7" * 32, echo=echo
+    )
+    writer = ResponsesWriter(terms)
+    data = writer.feed(None, None, [MessageStart("up", model), TextDelta("hi")])
+
+    general = ResponsesWriter(terms)
+    response = response_object(
+        terms,
+        "in_progress",
+        [],
+        None,
+        model,
+        None,
+        created_at=writer._created_at,
+        echo=echo_members(terms),
+    )
+    expected = general._event("response.created", response=response)
+    expected += general._event("response.in_progress", response=response)
+    message_id = frames(data)[2][1]["item"]["id"]
+    item = {"type": "message", "id": message_id, "role": "assistant", "status": "in_progress"}
+    expected += general._event(
+        "response.output_item.added", output_index=0, item={**item, "content": []}
+    )
+    part = {"type": "output_text", "text": "", "annotations": []}
+    where = {"item_id": message_id, "output_index": 0, "content_index": 0}
+    expected += general._event("response.content_part.added", **where, part=part)
+    assert data.startswith(expected)  # byte for byte
+    assert orjson.loads(expected.split(b"\ndata: ", 1)[1].split(b"\n")[0])["response"]["model"] == (
+        model or "client-m"
+    )

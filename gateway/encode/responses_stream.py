@@ -29,6 +29,7 @@ from gateway.encode.responses_body import (
     item_id,
     reasoning_item,
     refusal_text,
+    response_id,
     response_object,
     status_of,
 )
@@ -47,9 +48,9 @@ from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 
 TERMINAL_EVENTS = {
-    "completed": "response.completed",
-    "incomplete": "response.incomplete",
-    "failed": "response.failed",
+    "completed": b"response.completed",
+    "incomplete": b"response.incomplete",
+    "failed": b"response.failed",
 }
 # A text delta: its sequence number, the part's fixed fields, the delta's JSON.
 TEXT_DELTA = (
@@ -74,6 +75,30 @@ ITEM_DONE = (
 )
 # A lifecycle event: the event's name twice, its sequence number, its response object.
 LIFECYCLE = b'event: %s\ndata: {"type":"%s","sequence_number":%d,"response":%b}\n\n'
+# The response object of response.created and response.in_progress, as `response_object`
+# encodes it: its id, created_at and model as JSON, then the echo's members after a comma.
+STARTED = (
+    b'{"id":%b,"object":"response","created_at":%d,"status":"in_progress","error":null,'
+    b'"incomplete_details":null,"model":%b,"output":[],"usage":null%b}'
+)
+STARTED_EVENTS = (
+    b"event: response.created\n"
+    b'data: {"type":"response.created","sequence_number":%d,"response":%b}\n\n'
+    b"event: response.in_progress\n"
+    b'data: {"type":"response.in_progress","sequence_number":%d,"response":%b}\n\n'
+)
+# A message item opened, then its first part (the part's place as `where` writes it).
+MESSAGE_ADDED = (
+    b"event: response.output_item.added\n"
+    b'data: {"type":"response.output_item.added","sequence_number":%d,"output_index":%d,'
+    b'"item":{"type":"message","id":%b,"role":"assistant","status":"in_progress","content":[]}}'
+    b"\n\n"
+)
+TEXT_PART_ADDED = (
+    b"event: response.content_part.added\n"
+    b'data: {"type":"response.content_part.added","sequence_number":%d,%b,'
+    b'"part":{"type":"output_text","text":"","annotations":[]}}\n\n'
+)
 # Codex stops retrying on these codes (and retries anything else); the SDK reads them as-is.
 STREAM_ERROR_CODES = {"rate_limit_error": "rate_limit_exceeded"}
 
@@ -82,11 +107,13 @@ class ResponsesWriter:
     __slots__ = (
         "_created_at",
         "_echo",
+        "_echo_tail",
         "_held",
         "_message",
         "_model",
         "_output",
         "_reasoning",
+        "_response_id",
         "_seq",
         "_started",
         "_streamed",
@@ -98,6 +125,8 @@ class ResponsesWriter:
         self._seq = 0
         self._created_at = int(time.time())
         self._echo = echo_members(terms)  # in each of the stream's three response objects
+        self._echo_tail = b"," + self._echo if self._echo else b""
+        self._response_id = orjson.dumps(response_id(terms))
         self._model = terms.model
         self._started = False
         # The closed items, in output order, for the terminal response: a message as its JSON
@@ -119,31 +148,20 @@ class ResponsesWriter:
         return encode(data, kind)
 
     def _start(self) -> bytes:
-        """response.created and response.in_progress: the same response object in both, encoded
-        once (the bytes `_event` would write for each)."""
+        """response.created and response.in_progress: the same response object in both, from a
+        byte template (the bytes `_event` would write for each of `response_object`'s)."""
         if self._started:
             return b""
         self._started = True
-        response = orjson.dumps(
-            response_object(
-                self._terms,
-                "in_progress",
-                [],
-                None,
-                self._model,
-                None,
-                created_at=self._created_at,
-                echo=self._echo,
-            )
+        response = STARTED % (
+            self._response_id,
+            self._created_at,
+            orjson.dumps(self._model),
+            self._echo_tail,
         )
         seq = self._seq
         self._seq = seq + 2
-        return LIFECYCLE % (
-            b"response.created",
-            b"response.created",
-            seq,
-            response,
-        ) + LIFECYCLE % (b"response.in_progress", b"response.in_progress", seq + 1, response)
+        return STARTED_EVENTS % (seq, response, seq + 1, response)
 
     def _next_index(self) -> int:
         return len(self._output) + (self._message is not None) + (self._reasoning is not None)
@@ -160,7 +178,9 @@ class ResponsesWriter:
             if text and not self._held and message is not None and message.kind == "output_text":
                 message.text.append(text)
                 self._streamed += len(text)
-                return self._text_delta(message, text)
+                seq = self._seq  # `_text_delta`, inline
+                self._seq = seq + 1
+                return TEXT_DELTA % (seq, message.delta_tail, orjson.dumps(text))
         out: list[bytes] = []
         for event in events:
             match event:
@@ -244,14 +264,9 @@ class ResponsesWriter:
         if message is None:
             index = self._next_index()
             message = self._message = OpenMessage(item_id("msg", self._terms, index), index)
-            added = {
-                "type": "message",
-                "id": message.id,
-                "role": "assistant",
-                "status": "in_progress",
-                "content": [],
-            }
-            out.append(self._event("response.output_item.added", output_index=index, item=added))
+            seq = self._seq
+            self._seq = seq + 1
+            out.append(MESSAGE_ADDED % (seq, index, orjson.dumps(message.id)))
         if message.kind != kind:
             out.append(self._close_part(message))
             out.append(self._open_part(message, kind))
@@ -286,17 +301,16 @@ class ResponsesWriter:
         )[1:-1]
         message.where = where
         message.delta_tail = b"," + where + b',"delta":'
-        part: dict[str, Any] = (
-            {"type": "output_text", "text": "", "annotations": []}
-            if kind == "output_text"
-            else {"type": "refusal", "refusal": ""}
-        )
+        if kind == "output_text":
+            seq = self._seq
+            self._seq = seq + 1
+            return TEXT_PART_ADDED % (seq, where)
         return self._event(
             "response.content_part.added",
             item_id=message.id,
             output_index=message.index,
             content_index=len(message.parts),
-            part=part,
+            part={"type": "refusal", "refusal": ""},
         )
 
     def _close_part(self, message: OpenMessage) -> bytes:
@@ -442,4 +456,7 @@ class ResponsesWriter:
             error=error,
             echo=self._echo,
         )
-        return self._event(TERMINAL_EVENTS[status], response=body)
+        name = TERMINAL_EVENTS[status]
+        seq = self._seq
+        self._seq = seq + 1
+        return LIFECYCLE % (name, name, seq, orjson.dumps(body))

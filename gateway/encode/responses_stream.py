@@ -34,6 +34,19 @@ from gateway.encode.responses_body import (
     status_of,
 )
 from gateway.encode.responses_open_items import OpenMessage, OpenReasoning
+from gateway.encode.responses_templates import (
+    ITEM_DONE,
+    LIFECYCLE,
+    MESSAGE_ADDED,
+    MESSAGE_ITEM,
+    STARTED,
+    STARTED_EVENTS,
+    TERMINAL_EVENTS,
+    TEXT_DELTA,
+    TEXT_DONE,
+    TEXT_PART,
+    TEXT_PART_ADDED,
+)
 from gateway.events import (
     Event,
     MessageStart,
@@ -47,58 +60,6 @@ from gateway.formats.sse import SSEFrame, encode
 from gateway.normalize.aggregate import AggregatedResponse
 from gateway.normalize.truncation import Verdict
 
-TERMINAL_EVENTS = {
-    "completed": b"response.completed",
-    "incomplete": b"response.incomplete",
-    "failed": b"response.failed",
-}
-# A text delta: its sequence number, the part's fixed fields, the delta's JSON.
-TEXT_DELTA = (
-    b"event: response.output_text.delta\n"
-    b'data: {"type":"response.output_text.delta","sequence_number":%d%b%b,"logprobs":[]}\n\n'
-)
-# The end of a text part, from its fields' JSON (its text encoded once for all of them):
-# response.output_text.done and response.content_part.done, then the part as content holds it.
-TEXT_DONE = (
-    b"event: response.output_text.done\n"
-    b'data: {"type":"response.output_text.done","sequence_number":%d,%b,"text":%b,"logprobs":[]}'
-    b"\n\n"
-    b"event: response.content_part.done\n"
-    b'data: {"type":"response.content_part.done","sequence_number":%d,%b,"part":%b}\n\n'
-)
-TEXT_PART = b'{"type":"output_text","text":%b,"annotations":[],"logprobs":[]}'
-MESSAGE_ITEM = b'{"id":%b,"type":"message","role":"assistant","status":%b,"content":[%b]}'
-ITEM_DONE = (
-    b"event: response.output_item.done\n"
-    b'data: {"type":"response.output_item.done","sequence_number":%d,"output_index":%d,"item":%b}'
-    b"\n\n"
-)
-# A lifecycle event: the event's name twice, its sequence number, its response object.
-LIFECYCLE = b'event: %s\ndata: {"type":"%s","sequence_number":%d,"response":%b}\n\n'
-# The response object of response.created and response.in_progress, as `response_object`
-# encodes it: its id, created_at and model as JSON, then the echo's members after a comma.
-STARTED = (
-    b'{"id":%b,"object":"response","created_at":%d,"status":"in_progress","error":null,'
-    b'"incomplete_details":null,"model":%b,"output":[],"usage":null%b}'
-)
-STARTED_EVENTS = (
-    b"event: response.created\n"
-    b'data: {"type":"response.created","sequence_number":%d,"response":%b}\n\n'
-    b"event: response.in_progress\n"
-    b'data: {"type":"response.in_progress","sequence_number":%d,"response":%b}\n\n'
-)
-# A message item opened, then its first part (the part's place as `where` writes it).
-MESSAGE_ADDED = (
-    b"event: response.output_item.added\n"
-    b'data: {"type":"response.output_item.added","sequence_number":%d,"output_index":%d,'
-    b'"item":{"type":"message","id":%b,"role":"assistant","status":"in_progress","content":[]}}'
-    b"\n\n"
-)
-TEXT_PART_ADDED = (
-    b"event: response.content_part.added\n"
-    b'data: {"type":"response.content_part.added","sequence_number":%d,%b,'
-    b'"part":{"type":"output_text","text":"","annotations":[]}}\n\n'
-)
 # Codex stops retrying on these codes (and retries anything else); the SDK reads them as-is.
 STREAM_ERROR_CODES = {"rate_limit_error": "rate_limit_exceeded"}
 
@@ -107,13 +68,11 @@ class ResponsesWriter:
     __slots__ = (
         "_created_at",
         "_echo",
-        "_echo_tail",
         "_held",
         "_message",
         "_model",
         "_output",
         "_reasoning",
-        "_response_id",
         "_seq",
         "_started",
         "_streamed",
@@ -125,8 +84,6 @@ class ResponsesWriter:
         self._seq = 0
         self._created_at = int(time.time())
         self._echo = echo_members(terms)  # in each of the stream's three response objects
-        self._echo_tail = b"," + self._echo if self._echo else b""
-        self._response_id = orjson.dumps(response_id(terms))
         self._model = terms.model
         self._started = False
         # The closed items, in output order, for the terminal response: a message as its JSON
@@ -153,11 +110,12 @@ class ResponsesWriter:
         if self._started:
             return b""
         self._started = True
+        echo = self._echo
         response = STARTED % (
-            self._response_id,
+            orjson.dumps(response_id(self._terms)),
             self._created_at,
             orjson.dumps(self._model),
-            self._echo_tail,
+            b"," + echo if echo else b"",
         )
         seq = self._seq
         self._seq = seq + 2
@@ -178,9 +136,7 @@ class ResponsesWriter:
             if text and not self._held and message is not None and message.kind == "output_text":
                 message.text.append(text)
                 self._streamed += len(text)
-                seq = self._seq  # `_text_delta`, inline
-                self._seq = seq + 1
-                return TEXT_DELTA % (seq, message.delta_tail, orjson.dumps(text))
+                return self._text_delta(message, text)
         out: list[bytes] = []
         for event in events:
             match event:
